@@ -1,0 +1,3 @@
+module github.com/conclave-agent/conclave
+
+go 1.26

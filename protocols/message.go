@@ -1,0 +1,153 @@
+package protocols
+
+import "fmt"
+
+// MessageKind says what a Message means. ONLY APPEND TO THIS LIST: the
+// numbers travel on the wire and peers of different versions must agree.
+type MessageKind uint8
+
+// Message kinds. Kinds 1–7 belong to majority, 8–10 to bully, 11–14 to
+// ring; heartbeats are shared by every protocol so the agent can feed phi.
+const (
+	MsgInvalid MessageKind = iota
+	// MsgPreVote asks whether the sender could win an election in Term
+	// (majority, PreVote). Nobody changes term or vote for it.
+	MsgPreVote
+	// MsgPreVoteResp answers MsgPreVote; Reject says no.
+	MsgPreVoteResp
+	// MsgVote asks for a vote in Term (majority).
+	MsgVote
+	// MsgVoteResp answers MsgVote; Reject says no.
+	MsgVoteResp
+	// MsgHeartbeat is the leader's periodic assertion of leadership in
+	// Term/Epoch. Context is an opaque round number echoed in the response.
+	MsgHeartbeat
+	// MsgHeartbeatResp acknowledges a heartbeat, echoing its Context.
+	MsgHeartbeatResp
+	// MsgTimeoutNow tells the receiver to campaign at once, skipping PreVote
+	// and the lease (majority leadership transfer).
+	MsgTimeoutNow
+	// MsgElection starts or forwards a bully election to a higher id.
+	MsgElection
+	// MsgOK tells a bully candidate that a higher id is alive and takes over.
+	MsgOK
+	// MsgCoordinator announces the bully winner Leader in Epoch.
+	MsgCoordinator
+	// MsgRingElect carries Candidate around the ring (LCR; HS probes use
+	// MsgHSProbe).
+	MsgRingElect
+	// MsgRingLeader carries the elected Leader and Epoch around the ring.
+	MsgRingLeader
+	// MsgHSProbe is a Hirschberg-Sinclair probe of Candidate in Phase,
+	// travelling in Direction with Hops already made.
+	MsgHSProbe
+	// MsgHSReply returns a Hirschberg-Sinclair probe to Candidate.
+	MsgHSReply
+
+	// msgKindEnd must stay last.
+	msgKindEnd
+)
+
+var kindNames = [...]string{
+	MsgInvalid:       "Invalid",
+	MsgPreVote:       "PreVote",
+	MsgPreVoteResp:   "PreVoteResp",
+	MsgVote:          "Vote",
+	MsgVoteResp:      "VoteResp",
+	MsgHeartbeat:     "Heartbeat",
+	MsgHeartbeatResp: "HeartbeatResp",
+	MsgTimeoutNow:    "TimeoutNow",
+	MsgElection:      "Election",
+	MsgOK:            "OK",
+	MsgCoordinator:   "Coordinator",
+	MsgRingElect:     "RingElect",
+	MsgRingLeader:    "RingLeader",
+	MsgHSProbe:       "HSProbe",
+	MsgHSReply:       "HSReply",
+}
+
+// Valid reports whether k is a known kind other than MsgInvalid.
+func (k MessageKind) Valid() bool { return k > MsgInvalid && k < msgKindEnd }
+
+// String returns the kind's name.
+func (k MessageKind) String() string {
+	if k < msgKindEnd {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// AllKinds returns every valid kind, in wire order.
+func AllKinds() []MessageKind {
+	out := make([]MessageKind, 0, msgKindEnd-1)
+	for k := MsgInvalid + 1; k < msgKindEnd; k++ {
+		out = append(out, k)
+	}
+	return out
+}
+
+// Direction is the way a ring message travels.
+type Direction uint8
+
+// Ring directions: clockwise goes to the next higher id (wrapping).
+const (
+	Clockwise Direction = iota
+	CounterClockwise
+)
+
+// Message is the one message type of every protocol. Fields a kind does not
+// use stay zero, which keeps the encoding small.
+type Message struct {
+	Kind MessageKind
+	From ID
+	To   ID
+	// Term is the sender's term (majority) — the epoch it campaigns or
+	// leads in.
+	Term uint64
+	// Epoch is the fencing epoch a bully or ring message refers to.
+	Epoch uint64
+	// Reject is a negative answer (vote responses).
+	Reject bool
+	// Leader is the leader a message announces or the rejecter believes in.
+	Leader ID
+	// Candidate is the id a ring election message carries.
+	Candidate ID
+	// Phase and Hops are Hirschberg-Sinclair's probe phase and distance.
+	Phase uint32
+	Hops  uint32
+	// Direction is the way a ring message travels.
+	Direction Direction
+	// Context is opaque to the receiver and echoed in responses (the
+	// heartbeat round a response acknowledges).
+	Context uint64
+}
+
+// String renders m compactly for traces and golden files.
+func (m Message) String() string {
+	s := fmt.Sprintf("%d->%d %s", m.From, m.To, m.Kind)
+	if m.Term != 0 {
+		s += fmt.Sprintf(" term=%d", m.Term)
+	}
+	if m.Epoch != 0 {
+		s += fmt.Sprintf(" epoch=%d", m.Epoch)
+	}
+	if m.Reject {
+		s += " reject"
+	}
+	if m.Leader != None {
+		s += fmt.Sprintf(" leader=%d", m.Leader)
+	}
+	if m.Candidate != None {
+		s += fmt.Sprintf(" cand=%d", m.Candidate)
+	}
+	if m.Phase != 0 || m.Hops != 0 {
+		s += fmt.Sprintf(" phase=%d hops=%d", m.Phase, m.Hops)
+	}
+	if m.Direction != Clockwise {
+		s += " ccw"
+	}
+	if m.Context != 0 {
+		s += fmt.Sprintf(" ctx=%d", m.Context)
+	}
+	return s
+}

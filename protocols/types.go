@@ -1,0 +1,178 @@
+package protocols
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ID is a node's unique numeric identity. It orders nodes in bully and ring
+// elections (higher wins) and addresses messages. Zero means "no node".
+type ID uint64
+
+// None is the zero ID: no node, no vote, no leader.
+const None ID = 0
+
+// Member is what a protocol knows about a node: its numeric id, its unique
+// human name, and whether it may vote (majority only; bully and ring ignore
+// it).
+type Member struct {
+	ID    ID
+	Name  string
+	Voter bool
+}
+
+// Time is a reading of the local node's monotonic clock in nanoseconds since
+// an arbitrary origin. Protocols compare Times only with Times from the same
+// node: clocks of different nodes are unrelated and may run at slightly
+// different rates.
+type Time int64
+
+// Add returns t moved forward by d.
+func (t Time) Add(d time.Duration) Time { return t + Time(d) }
+
+// Sub returns the duration t-u.
+func (t Time) Sub(u Time) time.Duration { return time.Duration(t - u) }
+
+// Role is a node's part in the current epoch.
+type Role uint8
+
+// Roles. The String forms are part of the socket API.
+const (
+	Follower Role = iota
+	Candidate
+	Leader
+	Observer
+)
+
+var roleNames = [...]string{"follower", "candidate", "leader", "observer"}
+
+// String returns the API name of the role.
+func (r Role) String() string {
+	if int(r) < len(roleNames) {
+		return roleNames[r]
+	}
+	return fmt.Sprintf("role(%d)", uint8(r))
+}
+
+// HardState is the state a protocol needs to survive a crash. It is persisted
+// before any message that depends on it is sent.
+type HardState struct {
+	// Term is the highest election term this node has seen (majority).
+	Term uint64
+	// Vote is the candidate this node voted for in Term, or None (majority).
+	Vote ID
+	// Epoch is the highest fencing epoch this node has seen or created. It
+	// never goes back, across restarts too.
+	Epoch uint64
+}
+
+// IsZero reports whether h is the state of a node that has never run.
+func (h HardState) IsZero() bool { return h == HardState{} }
+
+// SoftState is the volatile view of leadership a protocol announces when it
+// changes. Leader is None while no leader is known.
+type SoftState struct {
+	Role   Role
+	Leader ID
+	Epoch  uint64
+}
+
+// Status is a protocol's answer to "who leads, right now?". It is computed
+// at the instant of asking: Role is Leader only while this node holds a
+// valid lease (majority) or believes itself coordinator (bully, ring).
+type Status struct {
+	Role   Role
+	Leader ID
+	// LeaderName is the leader's name when the protocol knows it.
+	LeaderName string
+	Epoch      uint64
+	// LeaseUntil is the local time until which this node may act as leader
+	// without asking anyone; zero when it does not lead or the protocol has
+	// no lease.
+	LeaseUntil Time
+	// Term is the protocol's current term (majority) or epoch (others).
+	Term uint64
+}
+
+// Ready is the batch of work a protocol hands its driver. See the package
+// documentation for the order in which it must be handled.
+type Ready struct {
+	// HardState, when non-nil, must be durable before any message is sent.
+	HardState *HardState
+	// Messages to send, in order.
+	Messages []Message
+	// SoftState, when non-nil, is a leadership change to announce.
+	SoftState *SoftState
+}
+
+// IsEmpty reports whether rd holds no work.
+func (rd Ready) IsEmpty() bool {
+	return rd.HardState == nil && len(rd.Messages) == 0 && rd.SoftState == nil
+}
+
+// Logger is the logging a protocol may do. The agent adapts zap to it; tests
+// and the simulator may discard or record lines. Arguments alternate key and
+// value, as in zap's SugaredLogger.
+type Logger interface {
+	Debugw(msg string, keysAndValues ...any)
+	Infow(msg string, keysAndValues ...any)
+}
+
+// NopLogger discards everything.
+type NopLogger struct{}
+
+// Debugw discards the line.
+func (NopLogger) Debugw(string, ...any) {}
+
+// Infow discards the line.
+func (NopLogger) Infow(string, ...any) {}
+
+// Errors returned by Step and Resign. They describe bad input; the protocol's
+// state is unchanged when they are returned.
+var (
+	// ErrUnknownKind: the message kind is not one this protocol handles.
+	ErrUnknownKind = errors.New("protocols: message kind not handled by this protocol")
+	// ErrNotAddressed: the message is not addressed to this node.
+	ErrNotAddressed = errors.New("protocols: message addressed to another node")
+	// ErrUnknownSender: the message comes from a node this protocol does not
+	// know as a member.
+	ErrUnknownSender = errors.New("protocols: message from an unknown node")
+	// ErrNotLeader: Resign was called on a node that does not lead.
+	ErrNotLeader = errors.New("protocols: not the leader")
+	// ErrNoTransferTarget: no eligible node can take leadership over.
+	ErrNoTransferTarget = errors.New("protocols: no node to hand leadership to")
+)
+
+// Protocol is the interface every election implements. All methods are
+// called from a single goroutine; none may block, perform I/O, read a clock
+// or start a goroutine.
+type Protocol interface {
+	// Step handles a message received from a peer at local time now.
+	Step(now Time, m Message) error
+	// Tick advances the protocol's notion of time; elapsed timeouts fire.
+	// The driver calls it at a regular interval much shorter than the
+	// protocol's timeouts.
+	Tick(now Time)
+	// MemberUp tells the protocol that m is a live member (new or returned).
+	MemberUp(now Time, m Member)
+	// MemberDown tells the protocol that the member with this id is dead or
+	// has left (memberlist's slower signal).
+	MemberDown(now Time, id ID)
+	// Suspect reports the local failure detector's verdict on a member:
+	// suspected is true when phi crossed the threshold, false when the
+	// member was heard again.
+	Suspect(now Time, id ID, suspected bool)
+	// Resign asks a leader to hand leadership over (where the protocol can)
+	// or step down. It returns ErrNotLeader on a node that does not lead.
+	Resign(now Time) error
+	// Status answers who leads at local time now.
+	Status(now Time) Status
+	// HasReady reports whether Ready has work.
+	HasReady() bool
+	// Ready returns the pending work. It must be followed by Advance.
+	Ready() Ready
+	// Advance acknowledges that rd, as returned by the last Ready, was
+	// handled in full.
+	Advance(rd Ready)
+}
