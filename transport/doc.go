@@ -1,0 +1,19 @@
+// Package transport carries election messages between agents: a libp2p host
+// (TCP, Noise, a private network keyed by the cluster key) with one stream
+// protocol, /conclave/election/1, on which messages travel as length-prefixed
+// msgpack frames. It also has an in-memory twin for tests.
+//
+// The agent's event loop is its only user. Send never blocks it: each peer
+// has a bounded queue drained by its own sender goroutine, and a full queue
+// drops the message and counts it. Inbound messages arrive on one bounded
+// channel; a full channel drops and counts too.
+//
+// This package must never trust the network. Every frame is bounded by
+// max_message_bytes before anything is allocated, checked structurally
+// before msgpack decodes it, and refused on any doubt (unknown kind,
+// trailing bytes, out-of-range field) with a reason that is logged and
+// counted, never a panic. A connection is never an authorisation: a message
+// is delivered only when the remote peer id belongs to a current member and
+// the message's From is that member's ID. The package must also never
+// interpret messages or hold election state; that is the protocols' job.
+package transport
