@@ -1,0 +1,192 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/conclave-agent/conclave/protocols"
+)
+
+const (
+	// FileName is the name of the state file inside the data directory.
+	FileName = "hardstate"
+	// tmpPrefix starts the name of every temporary file Save creates, so
+	// that Open can recognise and remove those a crash left behind.
+	tmpPrefix = FileName + ".tmp-"
+)
+
+// ErrRegression is wrapped by the error Save returns for a state that goes
+// back: a lower term or epoch, or a changed vote within the same term.
+var ErrRegression = errors.New("hard state would go back")
+
+// Store persists one node's HardState in its data directory. Its methods
+// may be called from several goroutines, but the agent's event loop is
+// expected to be the only writer. Hold the directory's DirLock for as long
+// as a Store is in use: two processes saving to one directory would undo
+// each other's votes.
+type Store struct {
+	dir  string
+	path string
+
+	mu sync.Mutex
+	// last is the state known to be on disk, set by a successful Load or
+	// Save; nil until then. Save checks new states against it.
+	last *protocols.HardState
+}
+
+// Open prepares dir (created with mode 0700 if missing) for a Store and
+// removes temporary files that a crash during Save may have left. It does
+// not read the state file; call Load.
+func Open(dir string) (*Store, error) {
+	if dir == "" {
+		return nil, errors.New("store: empty data directory path")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("store: create data directory: %w", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("store: read data directory: %w", err)
+	}
+	for _, e := range entries {
+		// A temporary file never became the state: the rename that would
+		// have published it did not happen, so it is safe to drop.
+		if strings.HasPrefix(e.Name(), tmpPrefix) && e.Type().IsRegular() {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("store: remove stale temporary file: %w", err)
+			}
+		}
+	}
+	return &Store{dir: dir, path: filepath.Join(dir, FileName)}, nil
+}
+
+// Path returns the path of the state file.
+func (s *Store) Path() string { return s.path }
+
+// Load reads the state file. A missing file yields the zero HardState and no
+// error (a node that has never run); a file that cannot be trusted yields an
+// error that names it and wraps ErrCorrupt.
+func (s *Store) Load() (protocols.HardState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	hs, err := s.load()
+	if err != nil {
+		return protocols.HardState{}, err
+	}
+	s.last = &hs
+	return hs, nil
+}
+
+func (s *Store) load() (protocols.HardState, error) {
+	f, err := os.Open(s.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return protocols.HardState{}, nil
+	}
+	if err != nil {
+		return protocols.HardState{}, fmt.Errorf("store: open state file: %w", err)
+	}
+	defer f.Close()
+	// Read one byte more than a record so that an oversized file is told
+	// apart from a valid one without reading (or allocating) all of it.
+	b, err := io.ReadAll(io.LimitReader(f, RecordSize+1))
+	if err != nil {
+		return protocols.HardState{}, fmt.Errorf("store: read state file %s: %w", s.path, err)
+	}
+	hs, err := Decode(b)
+	if err != nil {
+		if len(b) > RecordSize {
+			err = fmt.Errorf("%w: larger than %d bytes", ErrCorrupt, RecordSize)
+		}
+		return protocols.HardState{}, fmt.Errorf("store: state file %s: %w (refusing to start from a reset state; restore it or, to start this node afresh, delete it)", s.path, err)
+	}
+	return hs, nil
+}
+
+// Save makes hs durable before returning: temporary file, fsync, rename over
+// the state file, fsync of the directory. It refuses (wrapping ErrRegression)
+// a state whose term or epoch is lower than the one on disk, or whose vote
+// differs from a vote already cast in the same term. When no Load or Save
+// happened yet, Save first reads the file to check against it, so a corrupt
+// file is never overwritten by accident.
+func (s *Store) Save(hs protocols.HardState) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.last == nil {
+		prev, err := s.load()
+		if err != nil {
+			return err
+		}
+		s.last = &prev
+	}
+	if err := checkForward(*s.last, hs); err != nil {
+		return fmt.Errorf("store: save %s: %w", s.path, err)
+	}
+	if err := s.write(Encode(hs)); err != nil {
+		return fmt.Errorf("store: save %s: %w", s.path, err)
+	}
+	s.last = &hs
+	return nil
+}
+
+func checkForward(prev, next protocols.HardState) error {
+	switch {
+	case next.Term < prev.Term:
+		return fmt.Errorf("%w: term %d < %d", ErrRegression, next.Term, prev.Term)
+	case next.Epoch < prev.Epoch:
+		return fmt.Errorf("%w: epoch %d < %d", ErrRegression, next.Epoch, prev.Epoch)
+	case next.Term == prev.Term && prev.Vote != protocols.None && next.Vote != prev.Vote:
+		return fmt.Errorf("%w: vote in term %d changed from %d to %d", ErrRegression, next.Term, prev.Vote, next.Vote)
+	}
+	return nil
+}
+
+func (s *Store) write(b []byte) (err error) {
+	// CreateTemp opens with mode 0600: the state is nobody else's business.
+	f, err := os.CreateTemp(s.dir, tmpPrefix+"*")
+	if err != nil {
+		return fmt.Errorf("create temporary file: %w", err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if _, err = f.Write(b); err != nil {
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err = f.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", tmp, err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", tmp, err)
+	}
+	if err = os.Rename(tmp, s.path); err != nil {
+		return fmt.Errorf("rename: %w", err)
+	}
+	// The rename is only durable once the directory entry is on disk. From
+	// here on the temporary file is gone, so a failure must not remove it.
+	if derr := syncDir(s.dir); derr != nil {
+		return derr
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open directory for fsync: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync directory %s: %w", dir, err)
+	}
+	return nil
+}
