@@ -265,4 +265,3 @@ func BenchmarkStep(b *testing.B) {
 		})
 	}
 }
-
