@@ -1,0 +1,189 @@
+package config
+
+import "time"
+
+// Config is the whole agent configuration. Its zero value is not useful:
+// start from Default, then Load. The toml tags are the contract of DESIGN §4.
+type Config struct {
+	Node      Node      `toml:"node"`
+	Gossip    Gossip    `toml:"gossip"`
+	Transport Transport `toml:"transport"`
+	Detector  Detector  `toml:"detector"`
+	Election  Election  `toml:"election"`
+	API       API       `toml:"api"`
+	Log       Log       `toml:"log"`
+}
+
+// Node identifies this agent.
+type Node struct {
+	// Name is the node's unique, stable name: the leader name local
+	// processes see, and the entry in election.voters. No default.
+	Name string `toml:"name"`
+	// ID is the node's unique number, 1 ≤ id < 2^20. Bully and ring order
+	// nodes by it; their epochs carry it in the low 20 bits, hence the
+	// bound. No default.
+	ID uint64 `toml:"id"`
+	// DataDir holds the durable term, vote and epoch. Relative to the
+	// working directory when relative. No default.
+	DataDir string `toml:"data_dir"`
+}
+
+// Gossip configures membership (hashicorp/memberlist).
+type Gossip struct {
+	// Bind is the host:port memberlist listens on, TCP and UDP.
+	Bind string `toml:"bind"`
+	// Advertise is the host:port other members should use to reach this
+	// one, when it differs from Bind (NAT, 0.0.0.0 binds). Empty: Bind.
+	Advertise string `toml:"advertise"`
+	// Join lists host:port addresses of any live members to join at start.
+	// Empty: start a new cluster.
+	Join []string `toml:"join"`
+	// Key is the cluster key, standard base64 of 16, 24 or 32 bytes
+	// ("agent keygen"). It encrypts gossip and admits libp2p peers. Empty:
+	// no encryption (development only).
+	Key string `toml:"key"`
+	// Profile picks memberlist's timing preset: "lan", "local" or "wan".
+	Profile string `toml:"profile"`
+}
+
+// Transport configures the libp2p host that carries election messages.
+type Transport struct {
+	// Listen is the libp2p multiaddr to listen on.
+	Listen string `toml:"listen"`
+	// MaxMessageBytes bounds one election frame; larger frames are refused
+	// before they are read.
+	MaxMessageBytes int `toml:"max_message_bytes"`
+}
+
+// Detector configures the phi-accrual failure detector.
+type Detector struct {
+	// HeartbeatInterval is how often the leader heartbeats every member.
+	HeartbeatInterval Duration `toml:"heartbeat_interval"`
+	// Threshold is the phi above which a member is suspected.
+	Threshold float64 `toml:"threshold"`
+	// MaxSamples is how many inter-arrival times the detector remembers.
+	MaxSamples int `toml:"max_samples"`
+	// MinStdDev floors the inter-arrival standard deviation, so perfectly
+	// regular heartbeats do not make phi explode on the first late one.
+	MinStdDev Duration `toml:"min_std_dev"`
+	// AcceptablePause is added to the expected inter-arrival time: pauses
+	// this long (GC, VM steal) are not suspicious.
+	AcceptablePause Duration `toml:"acceptable_pause"`
+}
+
+// Protocol names for Election.Protocol.
+const (
+	ProtocolMajority = "majority"
+	ProtocolBully    = "bully"
+	ProtocolRing     = "ring"
+)
+
+// Ring algorithm names for Election.RingAlgorithm.
+const (
+	RingLCR = "lcr" // Chang-Roberts (Le Lann, Chang, Roberts)
+	RingHS  = "hs"  // Hirschberg-Sinclair
+)
+
+// Gossip profiles for Gossip.Profile.
+const (
+	ProfileLAN   = "lan"
+	ProfileLocal = "local"
+	ProfileWAN   = "wan"
+)
+
+// Log formats for Log.Format.
+const (
+	FormatJSON    = "json"
+	FormatConsole = "console"
+)
+
+// Election configures the election protocol.
+type Election struct {
+	// Protocol is "majority", "bully" or "ring".
+	Protocol string `toml:"protocol"`
+	// Voters lists the names of the nodes that vote (majority only; other
+	// nodes observe). Bully and ring ignore it.
+	Voters []string `toml:"voters"`
+	// ElectionTimeout is the base election timeout (majority randomises it
+	// in [t, 2t)); bully and ring use it for their answer timeouts.
+	ElectionTimeout Duration `toml:"election_timeout"`
+	// PreVote makes a majority candidate first ask whether it could win,
+	// so a rejoining node does not disrupt a healthy leader.
+	PreVote bool `toml:"prevote"`
+	// CheckQuorum makes a majority leader step down when it cannot hear a
+	// majority of voters within an election timeout.
+	CheckQuorum bool `toml:"check_quorum"`
+	// Preempt lets a recovered higher id take over from a healthy bully
+	// leader (classic bully). False keeps the sitting leader.
+	Preempt bool `toml:"preempt"`
+	// RingAlgorithm is "lcr" or "hs" (ring only).
+	RingAlgorithm string `toml:"ring_algorithm"`
+}
+
+// API configures the local Unix-socket API.
+type API struct {
+	// Socket is the path of the Unix socket. Relative to the working
+	// directory when relative. No default.
+	Socket string `toml:"socket"`
+	// SocketMode is the socket file's permission bits, a quoted octal
+	// string ("0660").
+	SocketMode FileMode `toml:"socket_mode"`
+}
+
+// Log configures logging.
+type Log struct {
+	// Level is "debug", "info", "warn" or "error".
+	Level string `toml:"level"`
+	// Format is "json" or "console".
+	Format string `toml:"format"`
+}
+
+// Detector defaults.
+//
+// TODO(phi): take these from phi.DefaultConfig() and
+// phi.DefaultHeartbeatInterval once the phi package has landed, so the
+// detector and its configuration cannot drift apart.
+const (
+	defaultHeartbeatInterval = 100 * time.Millisecond
+	defaultThreshold         = 8
+	defaultMaxSamples        = 200
+	defaultMinStdDev         = 50 * time.Millisecond
+	defaultAcceptablePause   = 0
+)
+
+// Default returns the built-in defaults. Node name, id, data_dir, the
+// voters and the API socket have no sensible default and stay empty.
+func Default() Config {
+	return Config{
+		Gossip: Gossip{
+			Bind:    "127.0.0.1:7946",
+			Profile: ProfileLAN,
+		},
+		Transport: Transport{
+			Listen:          "/ip4/127.0.0.1/tcp/7947",
+			MaxMessageBytes: 4096,
+		},
+		Detector: Detector{
+			HeartbeatInterval: Duration(defaultHeartbeatInterval),
+			Threshold:         defaultThreshold,
+			MaxSamples:        defaultMaxSamples,
+			MinStdDev:         Duration(defaultMinStdDev),
+			AcceptablePause:   Duration(defaultAcceptablePause),
+		},
+		Election: Election{
+			Protocol:        ProtocolMajority,
+			ElectionTimeout: Duration(time.Second),
+			PreVote:         true,
+			CheckQuorum:     true,
+			Preempt:         true,
+			RingAlgorithm:   RingLCR,
+		},
+		API: API{
+			SocketMode: 0o660,
+		},
+		Log: Log{
+			Level:  "info",
+			Format: FormatConsole,
+		},
+	}
+}

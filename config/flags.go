@@ -1,0 +1,165 @@
+package config
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Flags holds command-line overrides. Every configuration key has a flag
+// named after its dotted key ("-node.name", "-election.protocol",
+// "-api.socket_mode"); lists take comma-separated values
+// ("-election.voters=n1,n2,n3") and replace the file's list.
+//
+// The flags are parsed before the file is read (the file's path is itself a
+// flag), so they record overrides instead of writing into a Config; Apply
+// replays only the flags that were given, after the file, which is what
+// makes the order defaults → file → flags hold.
+type Flags struct {
+	applied []func(*Config) // in command-line order
+}
+
+// RegisterFlags defines one flag per configuration key on fs and returns
+// the Flags that collects them. Pass (*Flags).Apply to Load after fs.Parse.
+// Bad values (an unparsable duration) are reported by fs.Parse, naming the
+// flag.
+func RegisterFlags(fs *flag.FlagSet) *Flags {
+	f := &Flags{}
+	str := func(key, usage string, field func(*Config) *string) {
+		register(fs, f, key, usage, func(s string) (string, error) { return s, nil }, field)
+	}
+	list := func(key, usage string, field func(*Config) *[]string) {
+		register(fs, f, key, usage, parseList, field)
+	}
+	dur := func(key, usage string, field func(*Config) *Duration) {
+		register(fs, f, key, usage, func(s string) (Duration, error) {
+			var d Duration
+			err := d.UnmarshalText([]byte(s))
+			return d, err
+		}, field)
+	}
+	boolean := func(key, usage string, field func(*Config) *bool) {
+		register(fs, f, key, usage, strconv.ParseBool, field)
+	}
+	integer := func(key, usage string, field func(*Config) *int) {
+		register(fs, f, key, usage, strconv.Atoi, field)
+	}
+
+	str("node.name", "unique, stable node name", func(c *Config) *string { return &c.Node.Name })
+	register(fs, f, "node.id", "unique node id, 1 … 2^20-1", func(s string) (uint64, error) {
+		return strconv.ParseUint(s, 10, 64)
+	}, func(c *Config) *uint64 { return &c.Node.ID })
+	str("node.data_dir", "directory for durable state (relative to the working directory)", func(c *Config) *string { return &c.Node.DataDir })
+
+	str("gossip.bind", "gossip host:port (TCP and UDP)", func(c *Config) *string { return &c.Gossip.Bind })
+	str("gossip.advertise", "gossip host:port other members use, if not bind", func(c *Config) *string { return &c.Gossip.Advertise })
+	list("gossip.join", "comma-separated host:port of members to join", func(c *Config) *[]string { return &c.Gossip.Join })
+	str("gossip.key", "cluster key, base64 of 16, 24 or 32 bytes", func(c *Config) *string { return &c.Gossip.Key })
+	str("gossip.profile", "memberlist preset: lan, local or wan", func(c *Config) *string { return &c.Gossip.Profile })
+
+	str("transport.listen", "libp2p listen multiaddr", func(c *Config) *string { return &c.Transport.Listen })
+	integer("transport.max_message_bytes", "largest election frame accepted", func(c *Config) *int { return &c.Transport.MaxMessageBytes })
+
+	dur("detector.heartbeat_interval", "leader heartbeat interval", func(c *Config) *Duration { return &c.Detector.HeartbeatInterval })
+	register(fs, f, "detector.threshold", "phi suspicion threshold", func(s string) (float64, error) {
+		return strconv.ParseFloat(s, 64)
+	}, func(c *Config) *float64 { return &c.Detector.Threshold })
+	integer("detector.max_samples", "inter-arrival samples kept", func(c *Config) *int { return &c.Detector.MaxSamples })
+	dur("detector.min_std_dev", "floor of the inter-arrival standard deviation", func(c *Config) *Duration { return &c.Detector.MinStdDev })
+	dur("detector.acceptable_pause", "pause not counted as suspicious", func(c *Config) *Duration { return &c.Detector.AcceptablePause })
+
+	str("election.protocol", "majority, bully or ring", func(c *Config) *string { return &c.Election.Protocol })
+	list("election.voters", "comma-separated voter names (majority)", func(c *Config) *[]string { return &c.Election.Voters })
+	dur("election.election_timeout", "base election timeout", func(c *Config) *Duration { return &c.Election.ElectionTimeout })
+	boolean("election.prevote", "majority: PreVote before campaigning", func(c *Config) *bool { return &c.Election.PreVote })
+	boolean("election.check_quorum", "majority: leader steps down without a quorum", func(c *Config) *bool { return &c.Election.CheckQuorum })
+	boolean("election.preempt", "bully: a recovered higher id takes over", func(c *Config) *bool { return &c.Election.Preempt })
+	str("election.ring_algorithm", "ring: lcr or hs", func(c *Config) *string { return &c.Election.RingAlgorithm })
+
+	str("api.socket", "Unix socket path (default data_dir/agent.sock)", func(c *Config) *string { return &c.API.Socket })
+	register(fs, f, "api.socket_mode", "socket permission bits, octal", func(s string) (FileMode, error) {
+		var m FileMode
+		err := m.UnmarshalText([]byte(s))
+		return m, err
+	}, func(c *Config) *FileMode { return &c.API.SocketMode })
+
+	str("log.level", "debug, info, warn or error", func(c *Config) *string { return &c.Log.Level })
+	str("log.format", "json or console", func(c *Config) *string { return &c.Log.Format })
+	return f
+}
+
+// Apply writes the flags given on the command line into c, in command-line
+// order (a repeated flag: the last one wins). Flags not given leave c as it
+// is.
+func (f *Flags) Apply(c *Config) {
+	for _, a := range f.applied {
+		a(c)
+	}
+}
+
+func parseList(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return []string{}, nil
+	}
+	parts := strings.Split(s, ",")
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
+	return parts, nil
+}
+
+// fieldFlag is a flag.Value that records an override instead of storing a
+// value.
+type fieldFlag struct {
+	flags  *Flags
+	def    string
+	isBool bool
+	parse  func(string) (func(*Config), error)
+}
+
+// String returns the default shown by -help. The flag package calls it on a
+// zero fieldFlag too.
+func (v *fieldFlag) String() string {
+	if v == nil {
+		return ""
+	}
+	return v.def
+}
+
+func (v *fieldFlag) Set(s string) error {
+	apply, err := v.parse(s)
+	if err != nil {
+		return err
+	}
+	v.flags.applied = append(v.flags.applied, apply)
+	return nil
+}
+
+// IsBoolFlag lets boolean keys be given as "-election.prevote" alone.
+func (v *fieldFlag) IsBoolFlag() bool { return v.isBool }
+
+func register[T any](fs *flag.FlagSet, f *Flags, key, usage string, parse func(string) (T, error), field func(*Config) *T) {
+	d := Default()
+	v := &fieldFlag{flags: f, def: formatDefault(*field(&d))}
+	_, v.isBool = any(*field(&d)).(bool)
+	v.parse = func(s string) (func(*Config), error) {
+		x, err := parse(s)
+		if err != nil {
+			return nil, fmt.Errorf("invalid value for %s: %w", key, err)
+		}
+		return func(c *Config) { *field(c) = x }, nil
+	}
+	fs.Var(v, key, usage)
+}
+
+func formatDefault(x any) string {
+	switch x := x.(type) {
+	case []string:
+		return strings.Join(x, ",")
+	case fmt.Stringer:
+		return x.String()
+	default:
+		return fmt.Sprint(x)
+	}
+}

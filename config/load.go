@@ -1,0 +1,155 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// MaxFileBytes bounds the configuration file. A real file is a few KiB; the
+// bound keeps a wrong path (a log, a device) from being read into memory.
+const MaxFileBytes = 1 << 20
+
+// UnknownKeysError reports keys in a file that no setting has. Strictness
+// turns a typo ("electon_timeout") into an error instead of a silently
+// ignored setting.
+type UnknownKeysError struct {
+	// File is the configuration file's path as given.
+	File string
+	// Keys are the unknown keys, dotted ("election.electon_timeout"), in
+	// file order.
+	Keys []string
+}
+
+func (e *UnknownKeysError) Error() string {
+	if len(e.Keys) == 1 {
+		return fmt.Sprintf("config %s: unknown key %q", e.File, e.Keys[0])
+	}
+	return fmt.Sprintf("config %s: unknown keys %s", e.File, quoteAll(e.Keys))
+}
+
+func quoteAll(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return strings.Join(q, ", ")
+}
+
+// Load builds a Config in layers: Default, then the TOML file at path (when
+// path is not empty), then each override in order (typically
+// (*Flags).Apply), then derived defaults (api.socket = data_dir/agent.sock
+// when unset). It returns the result of Validate on the final Config; on a
+// validation error the Config is returned too, for diagnostics.
+func Load(path string, overrides ...func(*Config)) (Config, error) {
+	c := Default()
+	if path != "" {
+		if err := c.decodeFile(path); err != nil {
+			return Config{}, err
+		}
+	}
+	for _, o := range overrides {
+		o(&c)
+	}
+	c.derive()
+	if err := c.Validate(); err != nil {
+		if path != "" {
+			return c, fmt.Errorf("config %s: %w", path, err)
+		}
+		return c, fmt.Errorf("config: %w", err)
+	}
+	return c, nil
+}
+
+// Decode reads TOML from r (named name in errors) on top of c, strictly:
+// unknown keys are an *UnknownKeysError. It neither derives nor validates.
+func (c *Config) Decode(name string, r io.Reader) error {
+	data, err := io.ReadAll(io.LimitReader(r, MaxFileBytes+1))
+	if err != nil {
+		return fmt.Errorf("config %s: read: %w", name, err)
+	}
+	if len(data) > MaxFileBytes {
+		return fmt.Errorf("config %s: larger than %d bytes", name, MaxFileBytes)
+	}
+	// Decode into a copy so a half-decoded file never leaks into c.
+	next := *c
+	next.Gossip.Join = append([]string(nil), c.Gossip.Join...)
+	next.Election.Voters = append([]string(nil), c.Election.Voters...)
+	md, err := toml.Decode(string(data), &next)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return fmt.Errorf("config %s: %s", name, pe.Error())
+		}
+		return fmt.Errorf("config %s: %w", name, err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		return &UnknownKeysError{File: name, Keys: unknownKeys(und)}
+	}
+	if md.IsDefined("node", "id") {
+		// BurntSushi/toml converts a negative TOML integer into a uint64
+		// field by wrapping it (-3 becomes 2^64-3), which would pass as
+		// "out of range" with a baffling number. Read the key again,
+		// signed, to say what was written.
+		var signed struct {
+			Node struct {
+				ID int64 `toml:"id"`
+			} `toml:"node"`
+		}
+		if _, err := toml.Decode(string(data), &signed); err == nil && signed.Node.ID < 0 {
+			return fmt.Errorf("config %s: node.id: %d is negative", name, signed.Node.ID)
+		}
+	}
+	*c = next
+	return nil
+}
+
+// unknownKeys renders undecoded keys, leaving out the keys inside an
+// unknown table: "[foo] bar = 1" is one mistake, reported as "foo".
+func unknownKeys(und []toml.Key) []string {
+	var keys []string
+	var tables []string
+	for _, k := range und {
+		s := k.String()
+		inside := false
+		for _, t := range tables {
+			if strings.HasPrefix(s, t+".") {
+				inside = true
+				break
+			}
+		}
+		if !inside {
+			keys = append(keys, s)
+			tables = append(tables, s)
+		}
+	}
+	return keys
+}
+
+func (c *Config) decodeFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("config %s: not a regular file", path)
+	}
+	return c.Decode(path, f)
+}
+
+// derive fills defaults that depend on other keys.
+func (c *Config) derive() {
+	if c.API.Socket == "" && c.Node.DataDir != "" {
+		c.API.Socket = filepath.Join(c.Node.DataDir, "agent.sock")
+	}
+}

@@ -1,0 +1,261 @@
+package config
+
+import (
+	"encoding/base64"
+	"fmt"
+	"math"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// MaxNodeID is the largest valid node.id. Bully and ring epochs carry the
+// leader's id in their low 20 bits (so two leaders never share an epoch),
+// which leaves ids 1 … 2^20-1.
+const MaxNodeID = 1<<20 - 1
+
+// maxSocketPath is the portable bound on a Unix socket path: sun_path holds
+// 108 bytes on Linux and 104 on the BSDs and macOS, including the NUL.
+const maxSocketPath = 103
+
+// FieldError is one invalid setting.
+type FieldError struct {
+	// Key is the dotted TOML key ("election.voters").
+	Key string
+	// Problem says what is wrong, in words.
+	Problem string
+}
+
+func (e *FieldError) Error() string { return e.Key + ": " + e.Problem }
+
+// ValidationError lists every invalid setting of a Config.
+type ValidationError struct {
+	Problems []*FieldError
+}
+
+func (e *ValidationError) Error() string {
+	if len(e.Problems) == 1 {
+		return "invalid setting " + e.Problems[0].Error()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d invalid settings:", len(e.Problems))
+	for _, p := range e.Problems {
+		b.WriteString("\n  ")
+		b.WriteString(p.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the individual *FieldErrors, for errors.As.
+func (e *ValidationError) Unwrap() []error {
+	out := make([]error, len(e.Problems))
+	for i, p := range e.Problems {
+		out[i] = p
+	}
+	return out
+}
+
+// Keys returns the keys of every problem, in order.
+func (e *ValidationError) Keys() []string {
+	out := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		out[i] = p.Key
+	}
+	return out
+}
+
+type checker struct{ problems []*FieldError }
+
+func (ch *checker) add(key, format string, args ...any) {
+	ch.problems = append(ch.problems, &FieldError{Key: key, Problem: fmt.Sprintf(format, args...)})
+}
+
+// Validate checks every setting and returns a *ValidationError listing all
+// problems, or nil. It does not touch the file system or the network.
+func (c *Config) Validate() error {
+	var ch checker
+	c.validateNode(&ch)
+	c.validateGossip(&ch)
+	c.validateTransport(&ch)
+	c.validateDetector(&ch)
+	c.validateElection(&ch)
+	c.validateAPI(&ch)
+	c.validateLog(&ch)
+	if len(ch.problems) == 0 {
+		return nil
+	}
+	return &ValidationError{Problems: ch.problems}
+}
+
+// nameProblem says what is wrong with a node name, or "". Names travel in
+// gossip metadata, JSON and metric labels, so they are kept to a safe
+// alphabet.
+func nameProblem(name string) string {
+	if name == "" {
+		return "must not be empty"
+	}
+	if len(name) > 64 {
+		return fmt.Sprintf("%q is longer than 64 bytes", name)
+	}
+	for _, r := range name {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.'
+		if !ok {
+			return fmt.Sprintf("%q may contain only letters, digits, '-', '_' and '.'", name)
+		}
+	}
+	return ""
+}
+
+func (c *Config) validateNode(ch *checker) {
+	if p := nameProblem(c.Node.Name); p != "" {
+		ch.add("node.name", "%s", p)
+	}
+	if c.Node.ID == 0 || c.Node.ID > MaxNodeID {
+		ch.add("node.id", "%d is out of range: must be 1 … %d (bully and ring epochs carry the id in 20 bits)", c.Node.ID, MaxNodeID)
+	}
+	if c.Node.DataDir == "" {
+		ch.add("node.data_dir", "must not be empty")
+	}
+}
+
+// hostPortProblem says what is wrong with a host:port address, or "".
+func hostPortProblem(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Sprintf("%q is not host:port", addr)
+	}
+	if host == "" {
+		return fmt.Sprintf("%q has no host", addr)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || (n == 0 && port != "0") {
+		return fmt.Sprintf("%q has an invalid port", addr)
+	}
+	return ""
+}
+
+func (c *Config) validateGossip(ch *checker) {
+	if p := hostPortProblem(c.Gossip.Bind); p != "" {
+		ch.add("gossip.bind", "%s", p)
+	}
+	if c.Gossip.Advertise != "" {
+		if p := hostPortProblem(c.Gossip.Advertise); p != "" {
+			ch.add("gossip.advertise", "%s", p)
+		}
+	}
+	for i, j := range c.Gossip.Join {
+		if p := hostPortProblem(j); p != "" {
+			ch.add(fmt.Sprintf("gossip.join[%d]", i), "%s", p)
+		}
+	}
+	if c.Gossip.Key != "" {
+		k, err := base64.StdEncoding.DecodeString(c.Gossip.Key)
+		switch {
+		case err != nil:
+			ch.add("gossip.key", "is not standard base64 (generate one with \"agent keygen\")")
+		case len(k) != 16 && len(k) != 24 && len(k) != 32:
+			ch.add("gossip.key", "decodes to %d bytes; an AES key must be 16, 24 or 32 bytes", len(k))
+		}
+	}
+	switch c.Gossip.Profile {
+	case ProfileLAN, ProfileLocal, ProfileWAN:
+	default:
+		ch.add("gossip.profile", "%q is not one of \"lan\", \"local\", \"wan\"", c.Gossip.Profile)
+	}
+}
+
+func (c *Config) validateTransport(ch *checker) {
+	// A full multiaddr parse belongs to transport/ (this package must not
+	// import libp2p); catch the obvious mistakes here.
+	if !strings.HasPrefix(c.Transport.Listen, "/") {
+		ch.add("transport.listen", "%q is not a multiaddr such as \"/ip4/127.0.0.1/tcp/7947\"", c.Transport.Listen)
+	}
+	if c.Transport.MaxMessageBytes < 256 || c.Transport.MaxMessageBytes > 1<<20 {
+		ch.add("transport.max_message_bytes", "%d is out of range: must be 256 … %d", c.Transport.MaxMessageBytes, 1<<20)
+	}
+}
+
+func positive(ch *checker, key string, d Duration) {
+	if d <= 0 {
+		ch.add(key, "%s must be positive", d)
+	}
+}
+
+func (c *Config) validateDetector(ch *checker) {
+	d := c.Detector
+	positive(ch, "detector.heartbeat_interval", d.HeartbeatInterval)
+	if !(d.Threshold > 0) || math.IsInf(d.Threshold, 0) {
+		ch.add("detector.threshold", "%v must be a positive finite number", d.Threshold)
+	}
+	if d.MaxSamples < 2 || d.MaxSamples > 100_000 {
+		ch.add("detector.max_samples", "%d is out of range: must be 2 … 100000", d.MaxSamples)
+	}
+	positive(ch, "detector.min_std_dev", d.MinStdDev)
+	if d.AcceptablePause < 0 {
+		ch.add("detector.acceptable_pause", "%s must not be negative", d.AcceptablePause)
+	}
+}
+
+func (c *Config) validateElection(ch *checker) {
+	e := c.Election
+	switch e.Protocol {
+	case ProtocolMajority:
+		if len(e.Voters) == 0 {
+			hint := ""
+			if c.Node.Name != "" {
+				hint = fmt.Sprintf(" (e.g. [%q])", c.Node.Name)
+			}
+			ch.add("election.voters", "must list at least one voter name for protocol \"majority\"%s", hint)
+		}
+	case ProtocolBully, ProtocolRing:
+	default:
+		ch.add("election.protocol", "%q is not one of \"majority\", \"bully\", \"ring\"", e.Protocol)
+	}
+	seen := make(map[string]bool, len(e.Voters))
+	for i, v := range e.Voters {
+		key := fmt.Sprintf("election.voters[%d]", i)
+		if p := nameProblem(v); p != "" {
+			ch.add(key, "%s", p)
+		} else if seen[v] {
+			ch.add(key, "%q is listed twice", v)
+		}
+		seen[v] = true
+	}
+	positive(ch, "election.election_timeout", e.ElectionTimeout)
+	if hb := c.Detector.HeartbeatInterval; hb > 0 && e.ElectionTimeout > 0 && e.ElectionTimeout < 3*hb {
+		ch.add("election.election_timeout", "%s is shorter than 3 × detector.heartbeat_interval (%s): one late heartbeat would start an election",
+			e.ElectionTimeout, time.Duration(3*hb))
+	}
+	switch e.RingAlgorithm {
+	case RingLCR, RingHS:
+	default:
+		ch.add("election.ring_algorithm", "%q is not one of \"lcr\", \"hs\"", e.RingAlgorithm)
+	}
+}
+
+func (c *Config) validateAPI(ch *checker) {
+	switch s := c.API.Socket; {
+	case s == "":
+		ch.add("api.socket", "must not be empty")
+	case len(s) > maxSocketPath:
+		ch.add("api.socket", "%q is %d bytes; Unix socket paths must be at most %d", s, len(s), maxSocketPath)
+	}
+	if m := c.API.SocketMode; m > 0o777 {
+		ch.add("api.socket_mode", "%s has bits beyond 0777", m)
+	} else if m&0o600 != 0o600 {
+		ch.add("api.socket_mode", "%s must give the owner read and write (0600), or the agent's own CLI cannot connect", m)
+	}
+}
+
+func (c *Config) validateLog(ch *checker) {
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		ch.add("log.level", "%q is not one of \"debug\", \"info\", \"warn\", \"error\"", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case FormatJSON, FormatConsole:
+	default:
+		ch.add("log.format", "%q is not one of \"json\", \"console\"", c.Log.Format)
+	}
+}
