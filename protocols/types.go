@@ -176,3 +176,18 @@ type Protocol interface {
 	// handled in full.
 	Advance(rd Ready)
 }
+
+// Confirmer is implemented by protocols that can prove leadership with a
+// fresh quorum round (majority), for callers that need more than the lease
+// (Consul's consistent mode). The agent starts a round with
+// ConfirmLeadership and polls Confirmed after every input until it is true,
+// the node stops leading, or the caller's deadline passes.
+type Confirmer interface {
+	// ConfirmLeadership starts a quorum round at now and returns its token.
+	// It returns ErrNotLeader when this node does not hold a valid lease.
+	ConfirmLeadership(now Time) (token uint64, err error)
+	// Confirmed reports whether a quorum acknowledged round token, or a
+	// later one, in the term in which it was started, while this node still
+	// leads.
+	Confirmed(token uint64) bool
+}

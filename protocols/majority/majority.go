@@ -89,6 +89,7 @@ type Node struct {
 	checkQuorumDue protocols.Time
 	transferTo     protocols.ID
 	transferUntil  protocols.Time
+	confirmTerm    uint64
 
 	msgs          []protocols.Message
 	persisted     protocols.HardState
@@ -710,4 +711,33 @@ func (n *Node) Advance(rd protocols.Ready) {
 	if len(n.msgs) == 0 {
 		n.msgs = nil
 	}
+}
+
+var _ protocols.Confirmer = (*Node)(nil)
+
+// ConfirmLeadership sends a heartbeat round now and returns it as the token
+// to wait on. Rounds restart in no term: ackedRound is cleared on election,
+// and confirmTerm ties the question to the term it was asked in.
+func (n *Node) ConfirmLeadership(now protocols.Time) (uint64, error) {
+	if st := n.Status(now); st.Role != protocols.Leader {
+		return 0, protocols.ErrNotLeader
+	}
+	n.heartbeat(now)
+	n.confirmTerm = n.term
+	return n.round, nil
+}
+
+// Confirmed reports whether a quorum of voters acknowledged round token (or
+// a later one) and this node still leads the term it was asked in.
+func (n *Node) Confirmed(token uint64) bool {
+	if n.state != stateLeader || n.term != n.confirmTerm || token == 0 {
+		return false
+	}
+	acked := 0
+	for v := range n.voters {
+		if n.ackedRound[v] >= token {
+			acked++
+		}
+	}
+	return acked >= n.quorum()
 }

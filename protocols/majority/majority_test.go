@@ -265,3 +265,40 @@ func BenchmarkStep(b *testing.B) {
 		})
 	}
 }
+
+func TestConfirmLeadershipNeedsAFreshQuorumRound(t *testing.T) {
+	tn := newTestNet(3, 0, 1, baseConfig())
+	l, _ := tn.runUntilLeader(10 * time.Second)
+	leader := tn.nodes[l]
+	var follower protocols.ID = 1
+	if follower == l {
+		follower = 2
+	}
+	if _, err := tn.nodes[follower].ConfirmLeadership(tn.now); !errors.Is(err, protocols.ErrNotLeader) {
+		t.Fatalf("follower ConfirmLeadership = %v, want ErrNotLeader", err)
+	}
+	// Cut the leader's outbound links: its lease still runs, but no
+	// quorum can answer the new round.
+	for _, id := range tn.ids() {
+		tn.cut[[2]protocols.ID{l, id}] = true
+	}
+	tok, err := leader.ConfirmLeadership(tn.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn.drain(l)
+	tn.deliver()
+	if leader.Confirmed(tok) {
+		t.Fatal("confirmed without any follower hearing the round")
+	}
+	tn.heal()
+	tok, err = leader.ConfirmLeadership(tn.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn.drain(l)
+	tn.deliver()
+	if !leader.Confirmed(tok) {
+		t.Fatal("not confirmed after a quorum acknowledged the round")
+	}
+}
