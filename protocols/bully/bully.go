@@ -1,0 +1,480 @@
+// Package bully implements Garcia-Molina's bully election (1982) as a pure
+// state machine behind protocols.Protocol: the highest live id becomes
+// coordinator, announces itself with COORDINATOR and heartbeats every member;
+// followers start an election when the failure detector suspects the
+// coordinator, when it is reported down, or when its heartbeats stop.
+//
+// The package never starts goroutines, performs I/O, reads a clock or uses
+// global randomness; the driver feeds time, messages and membership and
+// carries out Ready as the protocols package documents.
+//
+// Bully is not partition-safe: two sides of a partition each elect their own
+// coordinator. Every coordinator holds a distinct, strictly increasing epoch
+// (see NextEpoch), persisted before it is announced, so a fenced resource that
+// keeps the highest epoch accepts only one of them. docs/bully-ring.md
+// describes the protocol and its message counts.
+package bully
+
+import (
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/conclave-agent/conclave/protocols"
+)
+
+// state is the node's place in the algorithm.
+type state uint8
+
+const (
+	stFollower  state = iota // following leader, or none known
+	stElecting               // sent ELECTION, waiting for an OK
+	stAwaiting               // got an OK, waiting for the COORDINATOR
+	stLeader                 // coordinator
+)
+
+type member struct {
+	m         protocols.Member
+	down      bool // MemberDown without a later MemberUp
+	suspected bool // the failure detector's latest verdict
+}
+
+// Node is one bully participant. It implements protocols.Protocol; all
+// methods must be called from one goroutine.
+type Node struct {
+	id      protocols.ID
+	hb, et  time.Duration
+	preempt bool
+	rand    *rand.Rand
+	log     protocols.Logger
+
+	members map[protocols.ID]*member
+	ids     []protocols.ID // sorted member ids, self included
+
+	st     state
+	leader protocols.ID // the coordinator followed or being; None while unknown
+	epoch  uint64       // epoch of the latest coordinator accepted (or been)
+	seen   uint64       // highest epoch seen or created; persisted
+
+	now      protocols.Time
+	deadline protocols.Time // follower: heartbeat timeout; elections: OK/COORDINATOR wait
+	hbDue    protocols.Time // leader: next heartbeat round
+
+	// Resign: the node abstains until abstainUntil (or until a new
+	// coordinator is announced), then never preempts yieldTo, the leader
+	// that replaced it, until it takes part in an election again.
+	abstainUntil protocols.Time
+	yieldTo      protocols.ID
+	// excluded is the resigned coordinator left out of this node's current
+	// election.
+	excluded protocols.ID
+
+	hs, prevHS protocols.HardState
+	prevSS     protocols.SoftState
+	msgs       []protocols.Message
+}
+
+var _ protocols.Protocol = (*Node)(nil)
+
+// New validates cfg and returns a follower that knows no leader yet. With
+// preemption on it starts an election at its first Tick, as a recovering
+// process does in the paper; without, it first waits one heartbeat timeout
+// to learn the current coordinator.
+func New(cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	hb, et := cfg.durations()
+	n := &Node{
+		id:      cfg.ID,
+		hb:      hb,
+		et:      et,
+		preempt: !cfg.NoPreempt,
+		rand:    cfg.Rand,
+		log:     cfg.Logger,
+		members: map[protocols.ID]*member{},
+		now:     cfg.Now,
+		seen:    cfg.HardState.Epoch,
+		epoch:   cfg.HardState.Epoch,
+		hs:      cfg.HardState,
+		prevHS:  cfg.HardState,
+	}
+	if n.rand == nil {
+		n.rand = rand.New(rand.NewPCG(uint64(cfg.ID), 0x6275_6c6c_79))
+	}
+	if n.log == nil {
+		n.log = protocols.NopLogger{}
+	}
+	for _, m := range cfg.Members {
+		n.addMember(m)
+	}
+	n.addMember(protocols.Member{ID: cfg.ID})
+	n.prevSS = n.softState()
+	if n.preempt {
+		n.deadline = cfg.Now
+	} else {
+		n.resetFollowerTimer()
+	}
+	return n, nil
+}
+
+func (n *Node) addMember(m protocols.Member) {
+	if mm, ok := n.members[m.ID]; ok {
+		if m.Name != "" {
+			mm.m = m
+		}
+		return
+	}
+	n.members[m.ID] = &member{m: m}
+	n.ids = append(n.ids, m.ID)
+	slices.Sort(n.ids)
+}
+
+// live reports whether id is a member believed alive: neither down nor
+// suspected.
+func (n *Node) live(id protocols.ID) bool {
+	m, ok := n.members[id]
+	return ok && !m.down && !m.suspected
+}
+
+func (n *Node) abstaining() bool { return n.now < n.abstainUntil }
+
+func (n *Node) send(m protocols.Message) {
+	m.From = n.id
+	n.msgs = append(n.msgs, m)
+}
+
+// observe raises the highest epoch seen; it is persisted with the next Ready.
+func (n *Node) observe(e uint64) {
+	if e > n.seen {
+		n.seen = e
+		n.hs.Epoch = e
+	}
+}
+
+func (n *Node) resetFollowerTimer() {
+	jitter := time.Duration(n.rand.Int64N(int64(n.et)/2 + 1))
+	n.deadline = n.now.Add(n.et + jitter)
+}
+
+// Campaign starts an election at once, as if the coordinator had been found
+// dead. The agent does not need it; tests and operators use it.
+func (n *Node) Campaign(now protocols.Time) {
+	n.now = now
+	n.startElection(protocols.None)
+}
+
+// startElection sends ELECTION to every live higher id except exclude; with
+// none, this node is the highest live one and becomes coordinator at once.
+func (n *Node) startElection(exclude protocols.ID) {
+	if n.abstaining() {
+		return
+	}
+	n.yieldTo = protocols.None
+	n.excluded = exclude
+	var higher []protocols.ID
+	for _, id := range n.ids {
+		if id > n.id && id != exclude && n.live(id) {
+			higher = append(higher, id)
+		}
+	}
+	if len(higher) == 0 {
+		n.becomeLeader()
+		return
+	}
+	n.log.Debugw("bully: election", "node", n.id, "higher", len(higher))
+	n.st = stElecting
+	n.leader = protocols.None
+	n.deadline = n.now.Add(n.et)
+	for _, id := range higher {
+		n.send(protocols.Message{Kind: protocols.MsgElection, To: id, Epoch: n.seen})
+	}
+}
+
+// becomeLeader creates a fresh epoch and announces it. The epoch rises into
+// HardState in the same Ready as the COORDINATOR messages, so the driver
+// makes it durable before any of them leaves.
+func (n *Node) becomeLeader() {
+	n.epoch = NextEpoch(n.seen, n.id)
+	n.observe(n.epoch)
+	n.st = stLeader
+	n.leader = n.id
+	n.excluded, n.yieldTo, n.abstainUntil = protocols.None, protocols.None, 0
+	n.log.Infow("bully: coordinator", "node", n.id, "epoch", n.epoch)
+	for _, id := range n.ids {
+		if id != n.id && !n.members[id].down {
+			n.send(protocols.Message{Kind: protocols.MsgCoordinator, To: id, Leader: n.id, Epoch: n.epoch})
+		}
+	}
+	n.hbDue = n.now.Add(n.hb)
+}
+
+func (n *Node) heartbeat(to protocols.ID) {
+	n.send(protocols.Message{Kind: protocols.MsgHeartbeat, To: to, Leader: n.id, Epoch: n.epoch, Term: n.epoch})
+}
+
+// follow makes leader l of epoch e this node's coordinator.
+func (n *Node) follow(l protocols.ID, e uint64) {
+	if n.abstaining() && l < n.id {
+		// The coordinator that replaced us after Resign: do not bully it.
+		n.yieldTo = l
+	}
+	if n.st == stLeader || n.leader != l || n.epoch != e {
+		n.log.Infow("bully: following", "node", n.id, "leader", l, "epoch", e)
+	}
+	n.st = stFollower
+	n.leader, n.epoch = l, e
+	n.excluded, n.abstainUntil = protocols.None, 0
+	n.resetFollowerTimer()
+}
+
+// announce handles COORDINATOR and heartbeat messages: leader l claims epoch
+// e.
+func (n *Node) announce(l protocols.ID, e uint64) {
+	if e < n.epoch || l == n.id || (e == n.epoch && l != n.leader) {
+		// Stale (or, impossibly, a second leader of our epoch): ignore. A
+		// stale coordinator learns of the newer one from its heartbeats.
+		return
+	}
+	if l < n.id && n.preempt && n.yieldTo != l && !n.abstaining() {
+		// A lower id leads while we are alive: bully it out, unless we are
+		// already electing. seen already covers e, so our epoch exceeds it.
+		if n.st == stFollower || n.st == stLeader {
+			n.startElection(protocols.None)
+		}
+		return
+	}
+	n.follow(l, e)
+}
+
+// Step handles message m received at local time now.
+func (n *Node) Step(now protocols.Time, m protocols.Message) error {
+	if m.To != n.id {
+		return protocols.ErrNotAddressed
+	}
+	if _, ok := n.members[m.From]; !ok || m.From == n.id {
+		return protocols.ErrUnknownSender
+	}
+	switch m.Kind {
+	case protocols.MsgElection, protocols.MsgOK, protocols.MsgCoordinator,
+		protocols.MsgHeartbeat, protocols.MsgHeartbeatResp:
+	default:
+		return protocols.ErrUnknownKind
+	}
+	n.now = now
+	n.observe(m.Epoch)
+	switch m.Kind {
+	case protocols.MsgElection:
+		n.stepElection(m)
+	case protocols.MsgOK:
+		if n.st == stElecting && m.From > n.id {
+			n.st = stAwaiting
+			// The higher node runs its own election first (up to one
+			// ElectionTimeout of waiting for OKs), so allow it two.
+			n.deadline = n.now.Add(2 * n.et)
+		}
+	case protocols.MsgCoordinator, protocols.MsgHeartbeat:
+		if m.Leader == m.From {
+			n.announce(m.From, m.Epoch)
+		}
+	case protocols.MsgHeartbeatResp:
+		// Bully coordinators do not watch their followers.
+	}
+	return nil
+}
+
+func (n *Node) stepElection(m protocols.Message) {
+	if m.From > n.id {
+		// Only a resigning coordinator sends ELECTION downwards: it hands
+		// over to us and abstains from this round.
+		n.startElection(m.From)
+		return
+	}
+	if n.abstaining() {
+		// Stay silent, so the sender does not wait on us.
+		return
+	}
+	n.send(protocols.Message{Kind: protocols.MsgOK, To: m.From, Epoch: n.seen})
+	switch n.st {
+	case stLeader:
+		switch {
+		case m.Epoch > n.epoch:
+			// The sender would refuse our epoch as stale: take a new one.
+			n.becomeLeader()
+		case m.Epoch == n.epoch:
+			// The sender knew our epoch and still calls an election: it
+			// suspects us. Reassure it now rather than at the next
+			// heartbeat.
+			n.send(protocols.Message{Kind: protocols.MsgCoordinator, To: m.From, Leader: n.id, Epoch: n.epoch})
+		default:
+			// The sender had not heard of our epoch yet: the COORDINATOR
+			// broadcast (or the next heartbeat) is on its way to it.
+		}
+	case stFollower:
+		n.startElection(protocols.None)
+	}
+}
+
+// Tick fires elapsed timeouts and sends the coordinator's heartbeats.
+func (n *Node) Tick(now protocols.Time) {
+	n.now = now
+	if now < n.deadline && n.st != stLeader {
+		return
+	}
+	switch n.st {
+	case stLeader:
+		if now >= n.hbDue {
+			for _, id := range n.ids {
+				if id != n.id && !n.members[id].down {
+					n.heartbeat(id)
+				}
+			}
+			n.hbDue = now.Add(n.hb)
+		}
+	case stElecting:
+		// No higher id answered: we are the highest alive.
+		n.becomeLeader()
+	case stAwaiting, stFollower:
+		// The higher node that said OK never announced itself, or the
+		// coordinator went silent, or our abstention ended without one.
+		n.startElection(n.excluded)
+		if n.st == stFollower {
+			n.resetFollowerTimer()
+		}
+	}
+}
+
+// MemberUp records m as live. A coordinator heartbeats it at once, so that a
+// returning node learns the leader without waiting a heartbeat interval.
+func (n *Node) MemberUp(now protocols.Time, m protocols.Member) {
+	n.now = now
+	if m.ID == protocols.None || m.ID > MaxID {
+		n.log.Infow("bully: ignoring member with invalid id", "id", m.ID)
+		return
+	}
+	n.addMember(m)
+	mm := n.members[m.ID]
+	mm.down, mm.suspected = false, false
+	if n.st == stLeader && m.ID != n.id {
+		n.heartbeat(m.ID)
+	}
+}
+
+// MemberDown records id as dead; losing the coordinator starts an election.
+func (n *Node) MemberDown(now protocols.Time, id protocols.ID) {
+	n.now = now
+	m, ok := n.members[id]
+	if !ok || id == n.id {
+		return
+	}
+	m.down = true
+	n.leaderLost(id)
+}
+
+// Suspect records the failure detector's verdict; suspecting the coordinator
+// starts an election.
+func (n *Node) Suspect(now protocols.Time, id protocols.ID, suspected bool) {
+	n.now = now
+	m, ok := n.members[id]
+	if !ok || id == n.id {
+		return
+	}
+	m.suspected = suspected
+	if suspected {
+		n.leaderLost(id)
+	}
+}
+
+func (n *Node) leaderLost(id protocols.ID) {
+	if n.st == stFollower && n.leader == id {
+		n.startElection(protocols.None)
+	}
+}
+
+// Resign makes the coordinator step down. It hands over to the highest other
+// live member by sending it an ELECTION — the only ELECTION that ever goes to
+// a lower id — which makes that member run an election without us. We abstain
+// (answer no ELECTION, start none) until a new coordinator is announced or two
+// election timeouts pass, and afterwards do not preempt that coordinator even
+// though our id is higher; we take part normally in the next election. It
+// returns ErrNotLeader on a non-coordinator and ErrNoTransferTarget when no
+// other member is live.
+func (n *Node) Resign(now protocols.Time) error {
+	if n.st != stLeader {
+		return protocols.ErrNotLeader
+	}
+	target := protocols.None
+	for _, id := range n.ids {
+		if id != n.id && n.live(id) {
+			target = id
+		}
+	}
+	if target == protocols.None {
+		return protocols.ErrNoTransferTarget
+	}
+	n.now = now
+	n.log.Infow("bully: resigning", "node", n.id, "to", target)
+	n.st = stFollower
+	n.leader = protocols.None
+	n.abstainUntil = now.Add(2 * n.et)
+	n.deadline = n.abstainUntil
+	n.send(protocols.Message{Kind: protocols.MsgElection, To: target, Epoch: n.seen})
+	return nil
+}
+
+func (n *Node) role() protocols.Role {
+	switch n.st {
+	case stLeader:
+		return protocols.Leader
+	case stElecting, stAwaiting:
+		return protocols.Candidate
+	}
+	return protocols.Follower
+}
+
+func (n *Node) softState() protocols.SoftState {
+	return protocols.SoftState{Role: n.role(), Leader: n.leader, Epoch: n.epoch}
+}
+
+// Status reports the coordinator this node knows and its epoch. Bully has no
+// lease: LeaseUntil is always zero and Term is the epoch.
+func (n *Node) Status(now protocols.Time) protocols.Status {
+	s := protocols.Status{Role: n.role(), Leader: n.leader, Epoch: n.epoch, Term: n.epoch}
+	if m, ok := n.members[n.leader]; ok {
+		s.LeaderName = m.m.Name
+	}
+	return s
+}
+
+// HasReady reports whether Ready has work.
+func (n *Node) HasReady() bool {
+	return len(n.msgs) > 0 || n.hs != n.prevHS || n.softState() != n.prevSS
+}
+
+// Ready returns the pending work: a risen epoch to persist, messages, and a
+// leadership change to announce.
+func (n *Node) Ready() protocols.Ready {
+	rd := protocols.Ready{Messages: slices.Clone(n.msgs)}
+	if n.hs != n.prevHS {
+		hs := n.hs
+		rd.HardState = &hs
+	}
+	if ss := n.softState(); ss != n.prevSS {
+		rd.SoftState = &ss
+	}
+	return rd
+}
+
+// Advance acknowledges rd.
+func (n *Node) Advance(rd protocols.Ready) {
+	n.msgs = n.msgs[len(rd.Messages):]
+	if len(n.msgs) == 0 {
+		n.msgs = nil
+	}
+	if rd.HardState != nil {
+		n.prevHS = *rd.HardState
+	}
+	if rd.SoftState != nil {
+		n.prevSS = *rd.SoftState
+	}
+}

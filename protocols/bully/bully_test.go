@@ -1,0 +1,271 @@
+package bully
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/conclave-agent/conclave/protocols"
+)
+
+var sizes = []int{4, 8, 16, 32, 64}
+
+// The lowest id starting is bully's worst case: every node but the top one
+// runs its own election, so ELECTION and OK each number n(n-1)/2, plus n-1
+// COORDINATOR messages: n²-1 in all.
+func TestMessageCountLowestStarts(t *testing.T) {
+	for _, n := range sizes {
+		nw := newNetwork(t, seq(n), nil)
+		nw.nodes[1].Campaign(nw.now)
+		nw.deliver()
+		nw.agreed(protocols.ID(n))
+		e, ok, c := nw.counts[protocols.MsgElection], nw.counts[protocols.MsgOK], nw.counts[protocols.MsgCoordinator]
+		t.Logf("n=%d lowest starts: election=%d ok=%d coordinator=%d total=%d (n²-1=%d)", n, e, ok, c, e+ok+c, n*n-1)
+		if e != n*(n-1)/2 || ok != n*(n-1)/2 || c != n-1 {
+			t.Errorf("n=%d: election=%d ok=%d coordinator=%d, want %d %d %d", n, e, ok, c, n*(n-1)/2, n*(n-1)/2, n-1)
+		}
+	}
+}
+
+// When the coordinator dies and the next-highest id notices first, it has no
+// one to ask and announces itself to the n-2 others: O(n).
+func TestMessageCountNextHighestStarts(t *testing.T) {
+	for _, n := range sizes {
+		nw := newNetwork(t, seq(n), nil)
+		nw.nodes[1].Campaign(nw.now)
+		nw.deliver()
+		nw.resetCounts()
+		nw.crash(protocols.ID(n), false)
+		next := protocols.ID(n - 1)
+		nw.nodes[next].MemberDown(nw.now, protocols.ID(n))
+		nw.deliver()
+		got := nw.counts
+		t.Logf("n=%d next-highest starts: election=%d ok=%d coordinator=%d", n, got[protocols.MsgElection], got[protocols.MsgOK], got[protocols.MsgCoordinator])
+		if got[protocols.MsgElection] != 0 || got[protocols.MsgOK] != 0 || got[protocols.MsgCoordinator] != n-2 {
+			t.Errorf("n=%d: counts %v, want only %d coordinator", n, got, n-2)
+		}
+		nw.agreed(next)
+	}
+}
+
+func TestStartupElectsHighest(t *testing.T) {
+	for _, noPreempt := range []bool{false, true} {
+		nw := newNetwork(t, []protocols.ID{3, 9, 4, 12, 7}, func(c *Config) { c.NoPreempt = noPreempt })
+		nw.advance(500 * time.Millisecond)
+		e := nw.agreed(12)
+		if EpochLeader(e) != 12 {
+			t.Fatalf("epoch %#x does not name leader 12", e)
+		}
+	}
+}
+
+func TestCoordinatorHeartbeats(t *testing.T) {
+	nw := newNetwork(t, seq(4), nil)
+	nw.advance(200 * time.Millisecond)
+	nw.resetCounts()
+	nw.advance(100 * time.Millisecond)
+	// 3 followers, one heartbeat each every 10ms, nothing else.
+	if got := nw.counts[protocols.MsgHeartbeat]; got < 27 || got > 33 {
+		t.Fatalf("heartbeats in 100ms: %d", got)
+	}
+	if len(nw.counts) != 1 {
+		t.Fatalf("unexpected traffic in a stable cluster: %v", nw.counts)
+	}
+}
+
+func TestFailoverSignals(t *testing.T) {
+	cases := map[string]func(nw *network){
+		"member-down": func(nw *network) { nw.crash(5, true) },
+		"suspect": func(nw *network) {
+			nw.crash(5, false)
+			for _, id := range seq(4) {
+				nw.nodes[id].Suspect(nw.now, 5, true)
+			}
+		},
+		"heartbeat-timeout": func(nw *network) { nw.crash(5, false) },
+	}
+	for name, fail := range cases {
+		t.Run(name, func(t *testing.T) {
+			nw := newNetwork(t, seq(5), nil)
+			nw.advance(200 * time.Millisecond)
+			e1 := nw.agreed(5)
+			fail(nw)
+			nw.advance(600 * time.Millisecond)
+			if e2 := nw.agreed(4); e2 <= e1 {
+				t.Fatalf("epoch did not rise: %d -> %d", e1, e2)
+			}
+		})
+	}
+}
+
+// A recovered higher id: with preemption it bullies the healthy coordinator
+// out (a second leadership change); without, it follows it.
+func TestPreempt(t *testing.T) {
+	for _, noPreempt := range []bool{false, true} {
+		nw := newNetwork(t, seq(5), func(c *Config) { c.NoPreempt = noPreempt })
+		nw.advance(200 * time.Millisecond)
+		nw.crash(5, true)
+		nw.advance(300 * time.Millisecond)
+		e4 := nw.agreed(4)
+		nw.restart(5)
+		nw.advance(500 * time.Millisecond)
+		want := protocols.ID(5)
+		if noPreempt {
+			want = 4
+		}
+		if e := nw.agreed(want); e < e4 {
+			t.Fatalf("epoch went back")
+		}
+		// Without preemption, 5 takes over at the next election.
+		if noPreempt {
+			nw.crash(4, true)
+			nw.advance(500 * time.Millisecond)
+			nw.agreed(5)
+		}
+	}
+}
+
+// A partition elects one coordinator per side, with distinct epochs; after
+// healing the highest id wins with an epoch above both.
+func TestPartitionTwoLeadersDistinctEpochs(t *testing.T) {
+	nw := newNetwork(t, seq(5), nil)
+	nw.advance(200 * time.Millisecond)
+	nw.partition([]protocols.ID{1, 2}, []protocols.ID{3, 4, 5})
+	nw.advance(500 * time.Millisecond)
+	l := nw.leaders()
+	if len(l) != 2 || l[0] != 2 || l[1] != 5 {
+		t.Fatalf("leaders %v, want [2 5]", l)
+	}
+	e2, e5 := nw.nodes[2].Status(nw.now).Epoch, nw.nodes[5].Status(nw.now).Epoch
+	if e2 == e5 {
+		t.Fatalf("two leaders share epoch %d", e2)
+	}
+	nw.heal()
+	nw.advance(500 * time.Millisecond)
+	if e := nw.agreed(5); e <= max(e2, e5) && e != e5 {
+		t.Fatalf("epoch %d after heal, sides had %d and %d", e, e2, e5)
+	}
+}
+
+func TestResign(t *testing.T) {
+	nw := newNetwork(t, seq(4), nil)
+	nw.advance(200 * time.Millisecond)
+	e1 := nw.agreed(4)
+	if err := nw.nodes[3].Resign(nw.now); !errors.Is(err, protocols.ErrNotLeader) {
+		t.Fatalf("Resign on follower: %v", err)
+	}
+	if err := nw.nodes[4].Resign(nw.now); err != nil {
+		t.Fatal(err)
+	}
+	nw.deliver()
+	e2 := nw.agreed(3)
+	if e2 <= e1 {
+		t.Fatalf("epoch %d after resign, was %d", e2, e1)
+	}
+	// 4 does not bully its successor back.
+	nw.advance(time.Second)
+	nw.agreed(3)
+	// But it wins the next election.
+	nw.crash(3, true)
+	nw.advance(500 * time.Millisecond)
+	nw.agreed(4)
+}
+
+func TestResignAlone(t *testing.T) {
+	nw := newNetwork(t, seq(2), nil)
+	nw.advance(200 * time.Millisecond)
+	nw.crash(1, true)
+	if err := nw.nodes[2].Resign(nw.now); !errors.Is(err, protocols.ErrNoTransferTarget) {
+		t.Fatalf("Resign alone: %v", err)
+	}
+	if nw.nodes[2].Status(nw.now).Role != protocols.Leader {
+		t.Fatal("failed Resign changed the role")
+	}
+}
+
+func TestEpochSurvivesRestart(t *testing.T) {
+	nw := newNetwork(t, seq(3), nil)
+	nw.advance(200 * time.Millisecond)
+	e1 := nw.agreed(3)
+	for _, id := range seq(3) {
+		nw.crash(id, false)
+	}
+	for _, id := range seq(3) {
+		nw.restart(id)
+	}
+	nw.advance(300 * time.Millisecond)
+	if e2 := nw.agreed(3); e2 <= e1 {
+		t.Fatalf("epoch after full restart %d, before %d", e2, e1)
+	}
+}
+
+// Announcements older than what a follower knows are ignored.
+func TestStaleAnnouncementIgnored(t *testing.T) {
+	nw := newNetwork(t, seq(3), nil)
+	nw.advance(200 * time.Millisecond)
+	e := nw.agreed(3)
+	n1 := nw.nodes[1]
+	old := NextEpoch(0, 2)
+	if old >= e {
+		t.Fatalf("test setup: %d >= %d", old, e)
+	}
+	if err := n1.Step(nw.now, protocols.Message{Kind: protocols.MsgCoordinator, From: 2, To: 1, Leader: 2, Epoch: old}); err != nil {
+		t.Fatal(err)
+	}
+	if s := n1.Status(nw.now); s.Leader != 3 || s.Epoch != e {
+		t.Fatalf("stale coordinator accepted: %+v", s)
+	}
+}
+
+func TestStepErrors(t *testing.T) {
+	nw := newNetwork(t, seq(3), nil)
+	n := nw.nodes[1]
+	for _, c := range []struct {
+		m    protocols.Message
+		want error
+	}{
+		{protocols.Message{Kind: protocols.MsgOK, From: 2, To: 2}, protocols.ErrNotAddressed},
+		{protocols.Message{Kind: protocols.MsgOK, From: 9, To: 1}, protocols.ErrUnknownSender},
+		{protocols.Message{Kind: protocols.MsgVote, From: 2, To: 1}, protocols.ErrUnknownKind},
+		{protocols.Message{Kind: protocols.MsgRingElect, From: 2, To: 1}, protocols.ErrUnknownKind},
+		{protocols.Message{Kind: 200, From: 2, To: 1}, protocols.ErrUnknownKind},
+	} {
+		if err := n.Step(0, c.m); !errors.Is(err, c.want) {
+			t.Errorf("Step(%v) = %v, want %v", c.m, err, c.want)
+		}
+	}
+	if n.HasReady() {
+		t.Fatal("refused input produced work")
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, c := range []Config{
+		{},
+		{ID: MaxID + 1},
+		{ID: 1, Members: []protocols.Member{{ID: 2}, {ID: 2}}},
+		{ID: 1, Members: []protocols.Member{{ID: 0}}},
+		{ID: 1, HeartbeatInterval: time.Second, ElectionTimeout: time.Second},
+		{ID: 1, ElectionTimeout: -1},
+	} {
+		if _, err := New(c); err == nil {
+			t.Errorf("New(%+v) accepted", c)
+		}
+	}
+	if _, err := New(Config{ID: MaxID}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestNextEpoch(t *testing.T) {
+	a, b := NextEpoch(0, 1), NextEpoch(0, 2)
+	if a == b || a == 0 || EpochLeader(a) != 1 || EpochLeader(b) != 2 {
+		t.Fatalf("NextEpoch(0, ·) = %d, %d", a, b)
+	}
+	if c := NextEpoch(b, 1); c <= b || EpochLeader(c) != 1 {
+		t.Fatalf("NextEpoch(%d, 1) = %d", b, c)
+	}
+	if NextEpoch(uint64(MaxID), MaxID) <= uint64(MaxID) {
+		t.Fatal("not increasing past MaxID")
+	}
+}
