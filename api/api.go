@@ -1,0 +1,207 @@
+// Package api holds the wire types and constants of the agent's local socket
+// API, shared by the server (localapi/) and the Go client (client/) so the
+// two can never disagree about a path or a field name.
+//
+// The JSON field names, paths and query parameters are a user-facing
+// contract (DESIGN §4): curl users and other languages depend on them. Only
+// add to them.
+//
+// This package must never import anything but the standard library, and
+// must never do I/O beyond reading the environment in DefaultSocketPath:
+// every local process that links the client links it.
+package api
+
+import (
+	"os"
+	"time"
+)
+
+// Paths of the socket API. All answer JSON except PathWatch (NDJSON) and
+// PathMetrics (Prometheus text).
+const (
+	// PathStatus: GET → Status. With ParamConsistent the agent confirms its
+	// leadership with a quorum first (majority only).
+	PathStatus = "/v1/status"
+	// PathLeader: GET → Leader. With ParamIndex it blocks until the epoch
+	// exceeds the index or ParamWait elapses (Consul blocking query).
+	PathLeader = "/v1/leader"
+	// PathWatch: GET → NDJSON stream of Status, the current one first.
+	PathWatch = "/v1/watch"
+	// PathMembers: GET → []Member.
+	PathMembers = "/v1/members"
+	// PathResign: POST → 200 Resigned once the leader has started handing
+	// over; 409 with Error when this node does not lead.
+	PathResign = "/v1/resign"
+	// PathHealth: GET → 200 Health while the agent runs its loop.
+	PathHealth = "/v1/health"
+	// PathMetrics: GET → Prometheus text exposition.
+	PathMetrics = "/metrics"
+)
+
+// Query parameters.
+const (
+	// ParamIndex is the epoch a blocking /v1/leader request has seen; the
+	// answer comes when the epoch is greater (decimal uint64).
+	ParamIndex = "index"
+	// ParamWait bounds a blocking request, as a Go duration ("30s").
+	// Absent: DefaultWait. Larger than MaxWait: MaxWait.
+	ParamWait = "wait"
+	// ParamConsistent, present on /v1/status (any value but "false"), asks
+	// for a leadership check with a quorum before answering.
+	ParamConsistent = "consistent"
+)
+
+// Blocking query bounds.
+const (
+	// DefaultWait is the wait of a blocking /v1/leader without ParamWait.
+	DefaultWait = 5 * time.Minute
+	// MaxWait caps ParamWait, so a forgotten client cannot hold a request
+	// open forever.
+	MaxWait = 5 * time.Minute
+)
+
+// Content types.
+const (
+	ContentTypeJSON   = "application/json"
+	ContentTypeNDJSON = "application/x-ndjson"
+)
+
+// Host is the HTTP host name clients use on the socket (the socket path,
+// not the host, selects the agent): curl --unix-socket S http://agent/v1/status.
+const Host = "agent"
+
+// Roles, the values of Status.Role.
+const (
+	RoleLeader    = "leader"
+	RoleFollower  = "follower"
+	RoleCandidate = "candidate"
+	RoleObserver  = "observer"
+)
+
+// Member states, the values of Member.State.
+const (
+	StateAlive   = "alive"
+	StateSuspect = "suspect"
+	StateDead    = "dead"
+	StateLeft    = "left"
+)
+
+// Status is this agent's view of the election at one instant.
+type Status struct {
+	// Node is this agent's name.
+	Node string `json:"node"`
+	// ID is this agent's numeric id.
+	ID uint64 `json:"id"`
+	// Protocol is "majority", "bully" or "ring".
+	Protocol string `json:"protocol"`
+	// Role is RoleLeader, RoleFollower, RoleCandidate or RoleObserver.
+	// RoleLeader means this node leads *now*: in majority, with a valid
+	// lease.
+	Role string `json:"role"`
+	// Leader is the leader's node name, or "" while none is known.
+	Leader string `json:"leader"`
+	// Epoch is the fencing token of the current (or last known) leadership.
+	// It never decreases.
+	Epoch uint64 `json:"epoch"`
+	// LeaseMS is how many milliseconds this node's leader lease has left
+	// (majority); 0 when it does not lead or the protocol has no lease.
+	LeaseMS int64 `json:"lease_ms"`
+	// Members is the number of live members this agent knows, itself
+	// included (the list is PathMembers).
+	Members int `json:"members"`
+	// Quorum describes the voters (majority).
+	Quorum Quorum `json:"quorum"`
+}
+
+// IsLeader reports whether s says this node leads.
+func (s Status) IsLeader() bool { return s.Role == RoleLeader }
+
+// LeaderInfo returns the Leader view of s.
+func (s Status) LeaderInfo() Leader {
+	return Leader{Leader: s.Leader, Epoch: s.Epoch, IsSelf: s.Role == RoleLeader}
+}
+
+// Quorum describes the configured voters. In bully and ring, which have no
+// voters, Voters and Reachable count the live members and Healthy reports
+// whether a leader is known.
+type Quorum struct {
+	// Voters is the number of configured voters.
+	Voters int `json:"voters"`
+	// Reachable is how many voters this node currently hears, itself
+	// included.
+	Reachable int `json:"reachable"`
+	// Healthy is true while Reachable is a majority of Voters.
+	Healthy bool `json:"healthy"`
+}
+
+// Leader answers "who leads?".
+type Leader struct {
+	// Leader is the leader's node name, or "".
+	Leader string `json:"leader"`
+	// Epoch is the leadership's fencing token.
+	Epoch uint64 `json:"epoch"`
+	// IsSelf is true when the answering agent is the leader.
+	IsSelf bool `json:"is_self"`
+}
+
+// Member is one node as this agent sees it.
+type Member struct {
+	// Name is the node's name.
+	Name string `json:"name"`
+	// ID is the node's numeric id.
+	ID uint64 `json:"id"`
+	// Addr is the node's gossip host:port.
+	Addr string `json:"addr"`
+	// State is StateAlive, StateSuspect, StateDead or StateLeft.
+	State string `json:"state"`
+	// Phi is the failure detector's current suspicion of the node (0 for
+	// this agent itself and for nodes without samples). JSON has no
+	// infinity, so the server caps it at MaxPhi.
+	Phi float64 `json:"phi"`
+}
+
+// MaxPhi is the largest Member.Phi on the wire.
+const MaxPhi = 1e9
+
+// Health is the body of a 200 answer from PathHealth.
+type Health struct {
+	// Status is "ok".
+	Status string `json:"status"`
+}
+
+// Resigned is the body of a 200 answer from PathResign.
+type Resigned struct {
+	// Resigned is true.
+	Resigned bool `json:"resigned"`
+}
+
+// Error is the body of every non-2xx answer, and may be the last line of a
+// watch stream (the server then closes it, e.g. because the watcher lagged).
+type Error struct {
+	Error string `json:"error"`
+}
+
+// WatchLine decodes one line of a PathWatch stream: a Status or, when Error
+// is not empty, the final error line.
+type WatchLine struct {
+	Status
+	Error string `json:"error,omitempty"`
+}
+
+// EnvSocket names the environment variable that overrides the default
+// socket path for clients.
+const EnvSocket = "CONCLAVE_SOCKET"
+
+// DefaultSocket is the socket of config.example.toml's node n1, relative to
+// the working directory: "agent run -config config.example.toml" and
+// "agent status" run from the same directory find each other without flags.
+const DefaultSocket = "data/n1/agent.sock"
+
+// DefaultSocketPath returns $CONCLAVE_SOCKET when set and not empty, else
+// DefaultSocket. Clients use it when given no socket path.
+func DefaultSocketPath() string {
+	if s := os.Getenv(EnvSocket); s != "" {
+		return s
+	}
+	return DefaultSocket
+}
