@@ -27,10 +27,10 @@ import (
 type state uint8
 
 const (
-	stFollower  state = iota // following leader, or none known
-	stElecting               // sent ELECTION, waiting for an OK
-	stAwaiting               // got an OK, waiting for the COORDINATOR
-	stLeader                 // coordinator
+	stFollower state = iota // following leader, or none known
+	stElecting              // sent ELECTION, waiting for an OK
+	stAwaiting              // got an OK, waiting for the COORDINATOR
+	stLeader                // coordinator
 )
 
 type member struct {

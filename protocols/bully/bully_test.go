@@ -269,3 +269,26 @@ func TestNextEpoch(t *testing.T) {
 		t.Fatal("not increasing past MaxID")
 	}
 }
+
+// An isolated coordinator keeps believing it leads (bully has no lease);
+// the rest elect another with a higher epoch, and after healing the old one
+// yields or bullies back with a still higher epoch — never a shared one.
+func TestIsolatedCoordinator(t *testing.T) {
+	nw := newNetwork(t, seq(4), nil)
+	nw.advance(200 * time.Millisecond)
+	e1 := nw.agreed(4)
+	nw.isolate(4)
+	nw.advance(500 * time.Millisecond)
+	if l := nw.leaders(); len(l) != 2 {
+		t.Fatalf("leaders %v, want the isolated one and a new one", l)
+	}
+	e3 := nw.nodes[3].Status(nw.now).Epoch
+	if e3 <= e1 || EpochLeader(e3) != 3 {
+		t.Fatalf("new epoch %d after %d", e3, e1)
+	}
+	nw.heal()
+	nw.advance(500 * time.Millisecond)
+	if e := nw.agreed(4); e <= e3 {
+		t.Fatalf("epoch %d after heal, not above %d", e, e3)
+	}
+}
