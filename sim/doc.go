@@ -1,0 +1,41 @@
+// Package sim is conclave's deterministic simulator: it runs N instances of
+// any protocols.Protocol on an in-memory network in virtual time, injects
+// faults (message delay, loss, duplication and reordering; partitions;
+// crashes that lose everything not persisted, and restarts from the persisted
+// HardState; process pauses; bounded clock-rate drift) and checks the
+// election guarantees after every single event.
+//
+// # Determinism
+//
+// A run is a pure function of its Options and its seed. The package must
+// never start a goroutine inside a run, read the wall clock, use the global
+// math/rand source, or let map iteration order influence anything: one
+// seeded math/rand/v2 generator per run drives every choice (the schedule,
+// network delays, drops, the per-node generators handed to the protocols),
+// events are ordered by (virtual time, sequence number), and nodes and peers
+// are always visited in index order. The same seed therefore replays the same
+// trace exactly; Result.TraceHash fingerprints it. Only RunMany uses
+// goroutines, to run independent schedules side by side.
+//
+// # Driver
+//
+// Each node is driven exactly as the protocols package's driver contract
+// says: after every input, while HasReady, take Ready, persist its HardState
+// to the node's simulated durable storage, put its Messages on the network,
+// record its SoftState, and Advance. A crash discards the protocol instance
+// and every input queued for it; a restart builds a new instance through the
+// Factory from the persisted HardState only.
+//
+// # Checker
+//
+// After every event the checker asks every non-crashed node (paused ones
+// too: their clocks run on) for Status at its local time and verifies the
+// enabled Checks: at most one leader per epoch; every node that learns a
+// leader for an epoch learns the same one; no node's epoch ever decreases,
+// across restarts too; with Checks.Lease, at most one node reports itself
+// leader at any instant; a fenced resource never accepts writes from two
+// different leaders under the same epoch; and, once every fault is healed,
+// a leader that every node agrees on is elected within Checks.LivenessBound.
+// The first violation stops the run; the Violation names the invariant and
+// the seed and carries the last events of the trace.
+package sim

@@ -1,0 +1,173 @@
+package sim
+
+import (
+	"errors"
+	"io"
+	"math/rand/v2"
+	"time"
+
+	"github.com/conclave-agent/conclave/protocols"
+)
+
+// NodeConfig is what a Factory gets to build one protocol instance: at the
+// start of a run and again at every restart.
+type NodeConfig struct {
+	// Self is the node being built.
+	Self protocols.Member
+	// Members lists every node of the cluster, Self included, in id order.
+	// Every member is a voter.
+	Members []protocols.Member
+	// HardState is the node's persisted state: zero at the start of a run,
+	// the last persisted HardState on restart.
+	HardState protocols.HardState
+	// Now is the node's local clock reading at creation.
+	Now protocols.Time
+	// Rand is the instance's own generator, seeded from the run's generator.
+	Rand *rand.Rand
+	// ElectionTimeout, HeartbeatInterval and MaxClockDrift are the run's
+	// Options, so protocol and nemesis agree on the time scale and the drift
+	// bound.
+	ElectionTimeout   time.Duration
+	HeartbeatInterval time.Duration
+	MaxClockDrift     float64
+}
+
+// Factory builds a protocol instance. It is called from the run's single
+// goroutine and must be deterministic given its NodeConfig.
+type Factory func(cfg NodeConfig) (protocols.Protocol, error)
+
+// Checks selects the invariants the checker enforces. EpochMonotonic,
+// SingleLeaderPerEpoch, AgreeOnLeaderOfEpoch and Fencing hold for every
+// protocol; Lease only for majority; see AllChecks and NoLeaseChecks.
+type Checks struct {
+	// SingleLeaderPerEpoch: no two nodes ever report Role==Leader with the
+	// same epoch.
+	SingleLeaderPerEpoch bool
+	// AgreeOnLeaderOfEpoch: every node that reports a Leader for an epoch
+	// reports the same one (and it is the node that led that epoch).
+	AgreeOnLeaderOfEpoch bool
+	// EpochMonotonic: a node's Status.Epoch never decreases, across restarts
+	// too.
+	EpochMonotonic bool
+	// Fencing: the fenced resource, which accepts a leader's write only if
+	// its epoch is at least the highest accepted so far, never accepts
+	// writes from two different leaders under the same epoch.
+	Fencing bool
+	// Lease: at most one node reports Role==Leader at any instant of global
+	// time (each node's Status evaluated at its own local time).
+	Lease bool
+	// LivenessBound: once every fault is healed, within this much virtual
+	// time some node must lead and every node's Status must name it and its
+	// epoch. Zero disables the liveness check.
+	LivenessBound time.Duration
+}
+
+// AllChecks enables every invariant, including the lease, with a liveness
+// bound of 30 election timeouts. Use it for majority.
+func AllChecks(electionTimeout time.Duration) Checks {
+	return Checks{
+		SingleLeaderPerEpoch: true,
+		AgreeOnLeaderOfEpoch: true,
+		EpochMonotonic:       true,
+		Fencing:              true,
+		Lease:                true,
+		LivenessBound:        30 * electionTimeout,
+	}
+}
+
+// NoLeaseChecks is AllChecks without the lease: for protocols (bully, ring)
+// that may let two leaders of different epochs coexist under partition.
+func NoLeaseChecks(electionTimeout time.Duration) Checks {
+	c := AllChecks(electionTimeout)
+	c.Lease = false
+	return c
+}
+
+// Options configures runs. Zero durations and probabilities take the
+// defaults documented on each field.
+type Options struct {
+	// Factory builds the protocol instances. Required.
+	Factory Factory
+	// Checks are the invariants to enforce. The zero value checks nothing;
+	// use AllChecks or NoLeaseChecks.
+	Checks Checks
+	// Nodes fixes the cluster size; zero lets RandomSchedule pick 3, 5 or 7.
+	Nodes int
+	// TickInterval is how often, on its own local clock, each node is
+	// ticked. Default 10ms.
+	TickInterval time.Duration
+	// ElectionTimeout is handed to the Factory and scales every fault
+	// duration. Default 100ms.
+	ElectionTimeout time.Duration
+	// HeartbeatInterval is handed to the Factory. Default ElectionTimeout/4.
+	HeartbeatInterval time.Duration
+	// MaxClockDrift bounds every node's clock rate to [1-d, 1+d]; the
+	// protocol gets the same bound. Default 0.005; negative means no drift.
+	MaxClockDrift float64
+	// FaultPhaseMin and FaultPhaseMax bound the random length of the fault
+	// phase. Defaults 20 and 60 election timeouts.
+	FaultPhaseMin, FaultPhaseMax time.Duration
+	// Faults lists the fault kinds RandomSchedule may use. Nil means every
+	// kind in ScheduledFaults.
+	Faults []FaultKind
+	// NoMessageFaults keeps RandomSchedule from choosing drop and
+	// duplication probabilities (delays and reordering remain).
+	NoMessageFaults bool
+	// SuspectAfter: a node gets Suspect(peer, true) once the peer has been
+	// unreachable (crashed, paused, or its link to the node cut) this long,
+	// and Suspect(peer, false) when it is reachable again. Default one
+	// election timeout; negative disables suspicion inputs.
+	SuspectAfter time.Duration
+	// DownAfter: likewise MemberDown / MemberUp, modelling gossip. Default
+	// five election timeouts; negative disables them.
+	DownAfter time.Duration
+	// TraceLen is how many trailing events a Violation carries. Default 300.
+	TraceLen int
+	// Trace, when set, receives every event of the run, one line each.
+	Trace io.Writer
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Factory == nil {
+		return o, errors.New("sim: Options.Factory is required")
+	}
+	if o.TickInterval <= 0 {
+		o.TickInterval = 10 * time.Millisecond
+	}
+	if o.ElectionTimeout <= 0 {
+		o.ElectionTimeout = 100 * time.Millisecond
+	}
+	if o.HeartbeatInterval <= 0 {
+		o.HeartbeatInterval = o.ElectionTimeout / 4
+	}
+	switch {
+	case o.MaxClockDrift == 0:
+		o.MaxClockDrift = 0.005
+	case o.MaxClockDrift < 0:
+		o.MaxClockDrift = 0
+	case o.MaxClockDrift >= 0.5:
+		return o, errors.New("sim: MaxClockDrift must be below 0.5")
+	}
+	if o.FaultPhaseMin <= 0 {
+		o.FaultPhaseMin = 20 * o.ElectionTimeout
+	}
+	if o.FaultPhaseMax < o.FaultPhaseMin {
+		o.FaultPhaseMax = max(60*o.ElectionTimeout, o.FaultPhaseMin)
+	}
+	if o.Faults == nil {
+		o.Faults = ScheduledFaults()
+	}
+	if o.SuspectAfter == 0 {
+		o.SuspectAfter = o.ElectionTimeout
+	}
+	if o.DownAfter == 0 {
+		o.DownAfter = 5 * o.ElectionTimeout
+	}
+	if o.TraceLen <= 0 {
+		o.TraceLen = 300
+	}
+	if o.Nodes < 0 || o.Nodes > 64 {
+		return o, errors.New("sim: Nodes must be between 1 and 64")
+	}
+	return o, nil
+}

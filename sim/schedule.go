@@ -1,0 +1,181 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// FaultKind names a kind of injected fault.
+type FaultKind uint8
+
+// Fault kinds. The first group is what a Schedule's Actions inject; Drop and
+// Duplicate are per-message faults counted as they happen.
+const (
+	// FaultSplit partitions the nodes into a random minority and majority.
+	FaultSplit FaultKind = iota
+	// FaultIsolateLeader cuts the current leader (or a random node when
+	// nobody leads) off from everyone, both ways.
+	FaultIsolateLeader
+	// FaultBridge splits the nodes into two halves that only one bridge
+	// node hears and reaches.
+	FaultBridge
+	// FaultOneWay cuts the links from one random group to the rest while the
+	// opposite direction keeps working.
+	FaultOneWay
+	// FaultCrash crashes a node: its instance and every input in flight to
+	// it are lost; it restarts from its persisted HardState after Duration.
+	FaultCrash
+	// FaultPause freezes a node's process for Duration (longer than an
+	// election timeout): no ticks, inbound messages are buffered and
+	// delivered on resume, its clock runs on.
+	FaultPause
+	// FaultSlowNetwork raises the maximum message delay to between half and
+	// three election timeouts for Duration.
+	FaultSlowNetwork
+	// FaultResign asks the current leader to resign.
+	FaultResign
+	// FaultDrop is one message lost at random.
+	FaultDrop
+	// FaultDuplicate is one message delivered twice.
+	FaultDuplicate
+
+	// NumFaultKinds is the number of fault kinds.
+	NumFaultKinds
+)
+
+var faultNames = [...]string{
+	FaultSplit:         "split",
+	FaultIsolateLeader: "isolate-leader",
+	FaultBridge:        "bridge",
+	FaultOneWay:        "one-way",
+	FaultCrash:         "crash",
+	FaultPause:         "pause",
+	FaultSlowNetwork:   "slow-network",
+	FaultResign:        "resign",
+	FaultDrop:          "drop",
+	FaultDuplicate:     "duplicate",
+}
+
+// String returns the fault kind's short name.
+func (k FaultKind) String() string {
+	if k < NumFaultKinds {
+		return faultNames[k]
+	}
+	return fmt.Sprintf("fault(%d)", uint8(k))
+}
+
+// ScheduledFaults returns every kind a Schedule's Actions can inject.
+func ScheduledFaults() []FaultKind {
+	return []FaultKind{FaultSplit, FaultIsolateLeader, FaultBridge, FaultOneWay,
+		FaultCrash, FaultPause, FaultSlowNetwork, FaultResign}
+}
+
+// Targets an Action can name instead of a node index.
+const (
+	// TargetRandom picks a random node when the action fires.
+	TargetRandom = -1
+	// TargetLeader picks the node that currently reports itself leader, or
+	// a random node when none does.
+	TargetLeader = -2
+)
+
+// Action is one fault of a Schedule.
+type Action struct {
+	// At is the virtual time since the start of the run.
+	At time.Duration
+	// Kind is the fault.
+	Kind FaultKind
+	// Target is a node index (0-based) for crash, pause and the isolated or
+	// bridge node, or TargetRandom / TargetLeader. Partition groups are
+	// drawn when the action fires.
+	Target int
+	// Duration is how long until the fault is undone (crash: until the
+	// restart). The heal at the end of the fault phase undoes everything.
+	Duration time.Duration
+}
+
+// Schedule is a complete fault plan for one run.
+type Schedule struct {
+	// Nodes is the cluster size.
+	Nodes int
+	// FaultPhase is when every fault is healed.
+	FaultPhase time.Duration
+	// Actions, in order of At.
+	Actions []Action
+	// DropProb and DupProb apply to every message sent during the fault
+	// phase.
+	DropProb, DupProb float64
+	// MinDelay and MaxDelay bound the uniformly random delay of every
+	// message; different delays reorder messages.
+	MinDelay, MaxDelay time.Duration
+	// ClockRates are each node's clock rate, within 1±MaxClockDrift.
+	ClockRates []float64
+}
+
+// RandomSchedule draws a schedule from rng for the given (defaulted) options.
+func RandomSchedule(rng *rand.Rand, o Options) Schedule {
+	et := o.ElectionTimeout
+	s := Schedule{Nodes: o.Nodes}
+	if s.Nodes == 0 {
+		s.Nodes = []int{3, 5, 7}[rng.IntN(3)]
+	}
+	s.FaultPhase = o.FaultPhaseMin + randDur(rng, o.FaultPhaseMax-o.FaultPhaseMin)
+	s.MinDelay = randDur(rng, time.Millisecond)
+	s.MaxDelay = s.MinDelay + randDur(rng, et/10)
+	if !o.NoMessageFaults {
+		if rng.IntN(3) > 0 {
+			s.DropProb = rng.Float64() * 0.3
+		}
+		if rng.IntN(3) > 0 {
+			s.DupProb = rng.Float64() * 0.2
+		}
+	}
+	s.ClockRates = make([]float64, s.Nodes)
+	for i := range s.ClockRates {
+		s.ClockRates[i] = 1 + o.MaxClockDrift*(2*rng.Float64()-1)
+		if rng.IntN(4) == 0 { // extremes are the interesting cases
+			s.ClockRates[i] = 1 + o.MaxClockDrift*float64(2*rng.IntN(2)-1)
+		}
+	}
+	if len(o.Faults) == 0 {
+		return s
+	}
+	t := randDur(rng, 3*et)
+	for t < s.FaultPhase {
+		k := o.Faults[rng.IntN(len(o.Faults))]
+		a := Action{At: t, Kind: k, Target: TargetRandom}
+		switch k {
+		case FaultSplit, FaultBridge, FaultOneWay:
+			a.Duration = 2*et + randDur(rng, 20*et)
+		case FaultIsolateLeader:
+			a.Target = TargetLeader
+			a.Duration = 2*et + randDur(rng, 20*et)
+		case FaultCrash:
+			if rng.IntN(2) == 0 {
+				a.Target = TargetLeader
+			}
+			a.Duration = randDur(rng, 10*et)
+		case FaultPause:
+			if rng.IntN(2) == 0 {
+				a.Target = TargetLeader
+			}
+			a.Duration = et*3/2 + randDur(rng, 5*et)
+		case FaultSlowNetwork:
+			a.Duration = et + randDur(rng, 10*et)
+		case FaultResign:
+			a.Target = TargetLeader
+		}
+		s.Actions = append(s.Actions, a)
+		t += randDur(rng, 5*et)
+	}
+	return s
+}
+
+// randDur returns a uniformly random duration in [0, d).
+func randDur(rng *rand.Rand, d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(rng.Int64N(int64(d)))
+}
