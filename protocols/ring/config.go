@@ -1,0 +1,119 @@
+package ring
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/conclave-agent/conclave/protocols"
+)
+
+// MaxID is the largest node id ring accepts. Ids occupy the low EpochIDBits
+// bits of every epoch (see NextEpoch), which is what keeps two leaders from
+// ever sharing an epoch.
+const MaxID = protocols.ID(1<<EpochIDBits - 1)
+
+// EpochIDBits is how many low bits of an epoch name the leader that created
+// it; the bits above count rounds.
+const EpochIDBits = 20
+
+// Algorithm names accepted in Config.Algorithm.
+const (
+	AlgLCR = "lcr"
+	AlgHS  = "hs"
+)
+
+// Defaults taken by zero Config durations.
+const (
+	DefaultHeartbeatInterval = 100 * time.Millisecond
+	DefaultElectionTimeout   = 1 * time.Second
+)
+
+// Config configures a Node.
+type Config struct {
+	// ID is this node's id: unique, non-zero and at most MaxID. Higher ids
+	// win elections.
+	ID protocols.ID
+	// Members lists the cluster, this node included (it is added when
+	// missing); the ring orders them by id. Ids must be unique, non-zero
+	// and at most MaxID.
+	Members []protocols.Member
+	// HeartbeatInterval is how often the leader heartbeats every member.
+	// Zero means DefaultHeartbeatInterval.
+	HeartbeatInterval time.Duration
+	// ElectionTimeout (plus up to half of it in random jitter) is how long a
+	// participant waits for the LEADER announcement before it restarts a
+	// stalled election, and how long a follower waits for a heartbeat before
+	// it starts one. It should cover a message's trip around the ring and
+	// must exceed HeartbeatInterval. Zero means DefaultElectionTimeout.
+	ElectionTimeout time.Duration
+	// Algorithm selects the election: AlgLCR (Chang-Roberts, the default
+	// when empty) or AlgHS (Hirschberg-Sinclair). Every member must use the
+	// same one.
+	Algorithm string
+	// HardState is the state persisted by the last run (zero on first
+	// start); only Epoch is used, Term and Vote pass through unchanged.
+	HardState protocols.HardState
+	// Now is the local clock at creation.
+	Now protocols.Time
+	// Rand jitters the timeouts. Nil means a generator seeded from ID, so
+	// that runs stay deterministic.
+	Rand *rand.Rand
+	// Logger receives debug and info lines. Nil discards them.
+	Logger protocols.Logger
+}
+
+// Validate reports every problem of c at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.ID == protocols.None || c.ID > MaxID {
+		errs = append(errs, fmt.Errorf("ring: id %d must be between 1 and %d", c.ID, MaxID))
+	}
+	seen := map[protocols.ID]bool{}
+	for _, m := range c.Members {
+		if m.ID == protocols.None || m.ID > MaxID {
+			errs = append(errs, fmt.Errorf("ring: member %q: id %d must be between 1 and %d", m.Name, m.ID, MaxID))
+		}
+		if seen[m.ID] {
+			errs = append(errs, fmt.Errorf("ring: member id %d appears twice", m.ID))
+		}
+		seen[m.ID] = true
+	}
+	if c.Algorithm != "" && c.Algorithm != AlgLCR && c.Algorithm != AlgHS {
+		errs = append(errs, fmt.Errorf("ring: algorithm %q must be %q or %q", c.Algorithm, AlgLCR, AlgHS))
+	}
+	hb, et := c.durations()
+	if c.HeartbeatInterval < 0 || c.ElectionTimeout < 0 {
+		errs = append(errs, errors.New("ring: durations must not be negative"))
+	} else if et <= hb {
+		errs = append(errs, fmt.Errorf("ring: election timeout %v must exceed heartbeat interval %v", et, hb))
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) durations() (hb, et time.Duration) {
+	hb, et = c.HeartbeatInterval, c.ElectionTimeout
+	if hb == 0 {
+		hb = DefaultHeartbeatInterval
+	}
+	if et == 0 {
+		et = DefaultElectionTimeout
+	}
+	return hb, et
+}
+
+// NextEpoch returns the epoch a node with this id creates when it becomes
+// leader after having seen epochs up to seen: the round bits (above
+// EpochIDBits) of seen plus one, with id in the low bits. It is strictly
+// greater than seen, and two different leaders can never produce the same
+// value because their low bits differ — even when a partition lets both
+// sides elect from the same seen.
+func NextEpoch(seen uint64, id protocols.ID) uint64 {
+	return ((seen>>EpochIDBits)+1)<<EpochIDBits | uint64(id)
+}
+
+// EpochLeader returns the id of the leader that created epoch e.
+func EpochLeader(e uint64) protocols.ID {
+	return protocols.ID(e & uint64(MaxID))
+}

@@ -1,0 +1,652 @@
+// Package ring implements ring elections as a pure state machine behind
+// protocols.Protocol: Chang-Roberts (LCR) on the logical ring of live members
+// ordered by id, and Hirschberg-Sinclair (HS) on the same ring used in both
+// directions. The highest live id wins and announces itself with a LEADER
+// message sent once around the ring, then heartbeats every member; a stalled
+// election restarts after a timeout.
+//
+// The package never starts goroutines, performs I/O, reads a clock or uses
+// global randomness; the driver feeds time, messages and membership and
+// carries out Ready as the protocols package documents.
+//
+// Ring elections are not partition-safe: each side of a partition can elect
+// its own leader. Every leader holds a distinct, strictly increasing epoch
+// (see NextEpoch), persisted before it is announced, so a fenced resource that
+// keeps the highest epoch accepts only one of them. docs/bully-ring.md
+// describes both algorithms and their measured message counts.
+package ring
+
+import (
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/conclave-agent/conclave/protocols"
+)
+
+// state is the node's place in the algorithm.
+type state uint8
+
+const (
+	stFollower  state = iota // following leader, or none known
+	stCandidate              // this node's id circulates in an election
+	stLeader                 // elected
+)
+
+type member struct {
+	m         protocols.Member
+	down      bool // MemberDown without a later MemberUp
+	suspected bool // the failure detector's latest verdict
+}
+
+// Node is one ring participant. It implements protocols.Protocol; all methods
+// must be called from one goroutine.
+type Node struct {
+	id     protocols.ID
+	hb, et time.Duration
+	hs     bool // Hirschberg-Sinclair rather than LCR
+	rand   *rand.Rand
+	log    protocols.Logger
+
+	members map[protocols.ID]*member
+	ids     []protocols.ID // sorted member ids, self included
+	// order, when set, replaces ids as the ring's clockwise order. Only
+	// tests set it, to model the arbitrary id arrangements the textbook
+	// analyses assume; production rings are ordered by id.
+	order []protocols.ID
+
+	st          state
+	participant bool // sent or forwarded an election message this round
+	leader      protocols.ID
+	epoch       uint64 // epoch of the latest leader accepted (or been)
+	seen        uint64 // highest epoch seen or created; persisted
+	relayed     uint64 // epoch of the last LEADER announcement forwarded
+
+	phase   uint32 // HS: current probe phase of our candidacy
+	replies uint8  // HS: bit per direction whose reply came back this phase
+
+	now      protocols.Time
+	deadline protocols.Time // follower: heartbeat timeout
+	roundEnd protocols.Time // participant: the round counts as stalled from here
+	hbDue    protocols.Time
+
+	// Resign: the node relays without competing until abstainUntil (or a
+	// new leader's announcement), then never preempts yieldTo, the leader
+	// that replaced it, until it takes part in an election again.
+	abstainUntil protocols.Time
+	yieldTo      protocols.ID
+
+	hsPrev, hsCur protocols.HardState
+	prevSS        protocols.SoftState
+	msgs          []protocols.Message
+}
+
+var _ protocols.Protocol = (*Node)(nil)
+
+// New validates cfg and returns a follower that knows no leader. It learns
+// the leader from heartbeats, or starts an election when none arrives within
+// the election timeout.
+func New(cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	hb, et := cfg.durations()
+	n := &Node{
+		id:     cfg.ID,
+		hb:     hb,
+		et:     et,
+		hs:     cfg.Algorithm == AlgHS,
+		rand:   cfg.Rand,
+		log:    cfg.Logger,
+		now:    cfg.Now,
+		seen:   cfg.HardState.Epoch,
+		epoch:  cfg.HardState.Epoch,
+		hsCur:  cfg.HardState,
+		hsPrev: cfg.HardState,
+
+		members: map[protocols.ID]*member{},
+	}
+	if n.rand == nil {
+		n.rand = rand.New(rand.NewPCG(uint64(cfg.ID), 0x72_696e_67))
+	}
+	if n.log == nil {
+		n.log = protocols.NopLogger{}
+	}
+	for _, m := range cfg.Members {
+		n.addMember(m)
+	}
+	n.addMember(protocols.Member{ID: cfg.ID})
+	n.prevSS = n.softState()
+	n.resetTimer()
+	return n, nil
+}
+
+func (n *Node) addMember(m protocols.Member) {
+	if mm, ok := n.members[m.ID]; ok {
+		if m.Name != "" {
+			mm.m = m
+		}
+		return
+	}
+	n.members[m.ID] = &member{m: m}
+	n.ids = append(n.ids, m.ID)
+	slices.Sort(n.ids)
+	if n.order != nil {
+		n.order = append(n.order, m.ID)
+	}
+}
+
+func (n *Node) live(id protocols.ID) bool {
+	m, ok := n.members[id]
+	return ok && !m.down && !m.suspected
+}
+
+// neighbor is the next live member from this node in direction d, skipping
+// suspected and down ones; this node itself when it is alone.
+func (n *Node) neighbor(d protocols.Direction) protocols.ID {
+	ring := n.ids
+	if n.order != nil {
+		ring = n.order
+	}
+	i := slices.Index(ring, n.id)
+	l := len(ring)
+	for k := 1; k < l; k++ {
+		j := (i + k) % l
+		if d == protocols.CounterClockwise {
+			j = (i - k + l) % l
+		}
+		if n.live(ring[j]) {
+			return ring[j]
+		}
+	}
+	return n.id
+}
+
+// maxHops bounds how far any election message may travel: a message whose
+// candidate died unnoticed would otherwise circle for ever.
+func (n *Node) maxHops() uint32 { return uint32(2*len(n.ids) + 2) }
+
+func (n *Node) abstaining() bool { return n.now < n.abstainUntil }
+
+func (n *Node) send(m protocols.Message) {
+	m.From = n.id
+	n.msgs = append(n.msgs, m)
+}
+
+// observe raises the highest epoch seen; it is persisted with the next Ready.
+// Election messages carry and merge it, so a winner's new epoch exceeds every
+// epoch seen on its way round.
+func (n *Node) observe(e uint64) {
+	if e > n.seen {
+		n.seen = e
+		n.hsCur.Epoch = e
+	}
+}
+
+func (n *Node) timeout() protocols.Time {
+	jitter := time.Duration(n.rand.Int64N(int64(n.et)/2 + 1))
+	return n.now.Add(n.et + jitter)
+}
+
+func (n *Node) resetTimer() { n.deadline = n.timeout() }
+
+func opposite(d protocols.Direction) protocols.Direction {
+	if d == protocols.Clockwise {
+		return protocols.CounterClockwise
+	}
+	return protocols.Clockwise
+}
+
+// Campaign starts an election at once, as if the leader had been found dead.
+// The agent does not need it; tests and operators use it.
+func (n *Node) Campaign(now protocols.Time) {
+	n.now = now
+	n.startElection()
+}
+
+// startElection puts this node's id in the running: LCR sends it clockwise,
+// HS probes one hop both ways. Alone on the ring, the node wins at once.
+func (n *Node) startElection() {
+	if n.abstaining() {
+		return
+	}
+	n.yieldTo = protocols.None
+	if n.neighbor(protocols.Clockwise) == n.id {
+		n.becomeLeader()
+		return
+	}
+	n.log.Debugw("ring: election", "node", n.id)
+	n.st = stCandidate
+	n.participant = true
+	n.leader = protocols.None
+	n.roundEnd = n.timeout()
+	if n.hs {
+		n.phase, n.replies = 0, 0
+		n.probe()
+		return
+	}
+	n.send(protocols.Message{Kind: protocols.MsgRingElect, To: n.neighbor(protocols.Clockwise), Candidate: n.id, Epoch: n.seen})
+}
+
+// probe sends this node's HS probes of the current phase both ways.
+func (n *Node) probe() {
+	for _, d := range []protocols.Direction{protocols.Clockwise, protocols.CounterClockwise} {
+		n.send(protocols.Message{Kind: protocols.MsgHSProbe, To: n.neighbor(d), Candidate: n.id,
+			Phase: n.phase, Hops: 1, Direction: d, Epoch: n.seen})
+	}
+}
+
+// becomeLeader creates a fresh epoch and sends the LEADER announcement round.
+// The epoch rises into HardState in the same Ready as the announcement, so
+// the driver makes it durable first.
+func (n *Node) becomeLeader() {
+	n.epoch = NextEpoch(n.seen, n.id)
+	n.observe(n.epoch)
+	n.st = stLeader
+	n.leader = n.id
+	n.participant = false
+	n.yieldTo, n.abstainUntil = protocols.None, 0
+	n.relayed = n.epoch
+	n.log.Infow("ring: leader", "node", n.id, "epoch", n.epoch)
+	if next := n.neighbor(protocols.Clockwise); next != n.id {
+		n.send(protocols.Message{Kind: protocols.MsgRingLeader, To: next, Leader: n.id, Epoch: n.epoch, Hops: 1})
+	}
+	n.hbDue = n.now.Add(n.hb)
+}
+
+func (n *Node) heartbeats() {
+	if n.now < n.hbDue {
+		return
+	}
+	for _, id := range n.ids {
+		if id != n.id && !n.members[id].down {
+			n.send(protocols.Message{Kind: protocols.MsgHeartbeat, To: id, Leader: n.id, Epoch: n.epoch, Term: n.epoch})
+		}
+	}
+	n.hbDue = n.now.Add(n.hb)
+}
+
+// follow makes l, of epoch e, this node's leader.
+func (n *Node) follow(l protocols.ID, e uint64) {
+	if n.abstaining() && l < n.id {
+		n.yieldTo = l
+	}
+	if n.st != stFollower || n.leader != l || n.epoch != e {
+		n.log.Infow("ring: following", "node", n.id, "leader", l, "epoch", e)
+	}
+	n.st = stFollower
+	n.leader, n.epoch = l, e
+	n.abstainUntil = 0
+	n.resetTimer()
+}
+
+// acceptable reports whether an announcement of leader l in epoch e is news
+// this node may act on: not older than the epoch it knows, and not a second
+// leader of that epoch (which the epoch scheme rules out).
+func (n *Node) acceptable(l protocols.ID, e uint64) bool {
+	return l != n.id && e >= n.epoch && (e > n.epoch || l == n.leader)
+}
+
+// usurped reports whether leader l is lower than this node, which then
+// elects itself instead of following — how a recovered higher id takes its
+// place, so that the highest live id leads. A resigned node lets the leader
+// that replaced it be.
+func (n *Node) usurped(l protocols.ID) bool {
+	return l < n.id && l != n.yieldTo && !n.abstaining()
+}
+
+// Step handles message m received at local time now.
+func (n *Node) Step(now protocols.Time, m protocols.Message) error {
+	if m.To != n.id {
+		return protocols.ErrNotAddressed
+	}
+	if _, ok := n.members[m.From]; !ok || m.From == n.id {
+		return protocols.ErrUnknownSender
+	}
+	switch m.Kind {
+	case protocols.MsgRingLeader, protocols.MsgHeartbeat, protocols.MsgHeartbeatResp:
+	case protocols.MsgRingElect:
+		if n.hs {
+			return protocols.ErrUnknownKind
+		}
+	case protocols.MsgHSProbe, protocols.MsgHSReply:
+		if !n.hs {
+			return protocols.ErrUnknownKind
+		}
+	default:
+		return protocols.ErrUnknownKind
+	}
+	n.now = now
+	n.observe(m.Epoch)
+	switch m.Kind {
+	case protocols.MsgRingElect:
+		n.stepElect(m)
+	case protocols.MsgHSProbe:
+		n.stepProbe(m)
+	case protocols.MsgHSReply:
+		n.stepReply(m)
+	case protocols.MsgRingLeader:
+		n.stepLeader(m)
+	case protocols.MsgHeartbeat:
+		if m.Leader != m.From || !n.acceptable(m.From, m.Epoch) {
+			return nil
+		}
+		if n.usurped(m.From) {
+			if !n.participant {
+				n.startElection()
+			}
+			return nil
+		}
+		n.follow(m.From, m.Epoch)
+	case protocols.MsgHeartbeatResp:
+		// Ring leaders do not watch their followers.
+	}
+	return nil
+}
+
+// joinRound marks this node as taking part in an election round (so it
+// swallows lower candidates) and starts the stall timer.
+func (n *Node) joinRound() {
+	if !n.participant {
+		n.participant = true
+		n.roundEnd = n.timeout()
+	}
+}
+
+// candidateGone reports whether c, the candidate of an election message, is
+// known dead or unknown: its message must not circle on.
+func (n *Node) candidateGone(c protocols.ID) bool {
+	m, ok := n.members[c]
+	return c != protocols.None && (!ok || m.down)
+}
+
+// stepElect is LCR: forward higher candidates, replace lower ones by our own
+// id unless already taking part, win when our own id comes back.
+func (n *Node) stepElect(m protocols.Message) {
+	c := m.Candidate
+	if m.Hops >= n.maxHops() || n.candidateGone(c) {
+		return
+	}
+	fwd := func() {
+		n.send(protocols.Message{Kind: protocols.MsgRingElect, To: n.neighbor(protocols.Clockwise),
+			Candidate: c, Epoch: n.seen, Hops: m.Hops + 1})
+	}
+	switch {
+	case n.abstaining():
+		// A resigned leader relays everyone, competing with no one. Its own
+		// empty opening message coming back means no one else took it up.
+		if c != protocols.None {
+			fwd()
+		}
+	case c == n.id:
+		if n.st == stCandidate {
+			n.becomeLeader()
+		}
+	case c > n.id:
+		if n.st == stCandidate {
+			n.st = stFollower
+		}
+		n.joinRound()
+		fwd()
+	default: // lower id, or None: the opening of a resignation
+		if !n.participant {
+			n.startElection()
+		}
+	}
+}
+
+// stepProbe is HS: a probe of a higher candidate travels on until it has
+// made 2^phase hops, then turns into a reply; lower candidates are
+// swallowed; our own probe arriving means it went all the way round.
+func (n *Node) stepProbe(m protocols.Message) {
+	c := m.Candidate
+	if m.Phase > 31 || m.Hops == 0 || m.Hops > 1<<m.Phase || n.candidateGone(c) {
+		return
+	}
+	relay := func() {
+		if m.Hops < 1<<m.Phase {
+			n.send(protocols.Message{Kind: protocols.MsgHSProbe, To: n.neighbor(m.Direction), Candidate: c,
+				Phase: m.Phase, Hops: m.Hops + 1, Direction: m.Direction, Epoch: n.seen})
+			return
+		}
+		back := opposite(m.Direction)
+		n.send(protocols.Message{Kind: protocols.MsgHSReply, To: n.neighbor(back), Candidate: c,
+			Phase: m.Phase, Hops: 1, Direction: back, Epoch: n.seen})
+	}
+	switch {
+	case n.abstaining():
+		if c != protocols.None {
+			relay()
+		}
+	case c == n.id:
+		if n.st == stCandidate {
+			n.becomeLeader()
+		}
+	case c > n.id:
+		if n.st == stCandidate {
+			n.st = stFollower
+		}
+		n.joinRound()
+		relay()
+	default:
+		if !n.participant {
+			n.startElection()
+		}
+	}
+}
+
+func (n *Node) stepReply(m protocols.Message) {
+	c := m.Candidate
+	if m.Hops >= n.maxHops() || n.candidateGone(c) {
+		return
+	}
+	if c != n.id {
+		n.send(protocols.Message{Kind: protocols.MsgHSReply, To: n.neighbor(m.Direction), Candidate: c,
+			Phase: m.Phase, Hops: m.Hops + 1, Direction: m.Direction, Epoch: n.seen})
+		return
+	}
+	if n.st != stCandidate || m.Phase != n.phase {
+		return
+	}
+	// A reply travelling counter-clockwise answers our clockwise probe.
+	n.replies |= 1 << opposite(m.Direction)
+	if n.replies == 3 {
+		n.phase++
+		n.replies = 0
+		n.probe()
+	}
+}
+
+// stepLeader handles the LEADER announcement: pass it on once, and follow
+// the leader unless it is lower than this node (which then runs an election
+// itself).
+func (n *Node) stepLeader(m protocols.Message) {
+	l, e := m.Leader, m.Epoch
+	if l == n.id || m.Hops >= n.maxHops() || l != EpochLeader(e) || !n.acceptable(l, e) {
+		return
+	}
+	if n.relayed != e {
+		n.relayed = e
+		// Passed on up to the leader itself, which ends the round: n
+		// messages in all.
+		if next := n.neighbor(protocols.Clockwise); next != n.id {
+			n.send(protocols.Message{Kind: protocols.MsgRingLeader, To: next, Leader: l, Epoch: e, Hops: m.Hops + 1})
+		}
+	}
+	if n.usurped(l) {
+		if n.st != stCandidate {
+			n.participant = false
+			n.startElection()
+		}
+		return
+	}
+	n.participant = false
+	n.follow(l, e)
+}
+
+// Tick fires elapsed timeouts and sends the leader's heartbeats.
+func (n *Node) Tick(now protocols.Time) {
+	n.now = now
+	if n.participant && now >= n.roundEnd {
+		// The round stalled: no LEADER announcement came. Run again
+		// unless we follow a leader that is still heard from, or lead.
+		n.participant = false
+		if n.st == stCandidate || (n.st == stFollower && (now >= n.deadline || !n.live(n.leader))) {
+			n.st = stFollower
+			n.restart()
+			return
+		}
+	}
+	if n.st == stLeader {
+		n.heartbeats()
+		return
+	}
+	if !n.participant && now >= n.deadline {
+		// The leader went silent, or none was ever heard of.
+		n.restart()
+	}
+}
+
+func (n *Node) restart() {
+	n.startElection()
+	if n.st == stFollower {
+		n.resetTimer()
+	}
+}
+
+// MemberUp records m as live. A leader heartbeats it at once so that a
+// returning node learns the leader without waiting.
+func (n *Node) MemberUp(now protocols.Time, m protocols.Member) {
+	n.now = now
+	if m.ID == protocols.None || m.ID > MaxID {
+		n.log.Infow("ring: ignoring member with invalid id", "id", m.ID)
+		return
+	}
+	n.addMember(m)
+	mm := n.members[m.ID]
+	mm.down, mm.suspected = false, false
+	if n.st == stLeader && m.ID != n.id {
+		n.send(protocols.Message{Kind: protocols.MsgHeartbeat, To: m.ID, Leader: n.id, Epoch: n.epoch, Term: n.epoch})
+	}
+}
+
+// MemberDown records id as dead; the ring closes over it, and losing the
+// leader starts an election.
+func (n *Node) MemberDown(now protocols.Time, id protocols.ID) {
+	n.now = now
+	m, ok := n.members[id]
+	if !ok || id == n.id {
+		return
+	}
+	m.down = true
+	n.leaderLost(id)
+}
+
+// Suspect records the failure detector's verdict; a suspected member is
+// skipped on the ring, and suspecting the leader starts an election.
+func (n *Node) Suspect(now protocols.Time, id protocols.ID, suspected bool) {
+	n.now = now
+	m, ok := n.members[id]
+	if !ok || id == n.id {
+		return
+	}
+	m.suspected = suspected
+	if suspected {
+		n.leaderLost(id)
+	}
+}
+
+func (n *Node) leaderLost(id protocols.ID) {
+	if n.st == stFollower && n.leader == id && !n.participant {
+		n.startElection()
+	}
+}
+
+// Resign makes the leader step down and open an election without itself: it
+// sends an election message with no candidate (LCR: clockwise; HS: a probe
+// both ways), which its neighbours answer by running for themselves. Until a
+// new leader is announced, or two election timeouts pass, it relays every
+// candidate and competes with none; afterwards it does not preempt the
+// leader that replaced it, though its id is higher, and takes part normally
+// in the next election. It returns ErrNotLeader on a non-leader and
+// ErrNoTransferTarget when no other member is live.
+func (n *Node) Resign(now protocols.Time) error {
+	if n.st != stLeader {
+		return protocols.ErrNotLeader
+	}
+	if n.neighbor(protocols.Clockwise) == n.id {
+		return protocols.ErrNoTransferTarget
+	}
+	n.now = now
+	n.log.Infow("ring: resigning", "node", n.id)
+	n.st = stFollower
+	n.leader = protocols.None
+	n.participant = true
+	n.abstainUntil = now.Add(2 * n.et)
+	n.deadline, n.roundEnd = n.abstainUntil, n.abstainUntil
+	if n.hs {
+		for _, d := range []protocols.Direction{protocols.Clockwise, protocols.CounterClockwise} {
+			n.send(protocols.Message{Kind: protocols.MsgHSProbe, To: n.neighbor(d), Hops: 1, Direction: d, Epoch: n.seen})
+		}
+		return nil
+	}
+	n.send(protocols.Message{Kind: protocols.MsgRingElect, To: n.neighbor(protocols.Clockwise), Epoch: n.seen})
+	return nil
+}
+
+func (n *Node) role() protocols.Role {
+	switch n.st {
+	case stLeader:
+		return protocols.Leader
+	case stCandidate:
+		return protocols.Candidate
+	}
+	return protocols.Follower
+}
+
+func (n *Node) softState() protocols.SoftState {
+	return protocols.SoftState{Role: n.role(), Leader: n.leader, Epoch: n.epoch}
+}
+
+// Status reports the leader this node knows and its epoch. Ring elections
+// have no lease: LeaseUntil is always zero and Term is the epoch.
+func (n *Node) Status(now protocols.Time) protocols.Status {
+	s := protocols.Status{Role: n.role(), Leader: n.leader, Epoch: n.epoch, Term: n.epoch}
+	if m, ok := n.members[n.leader]; ok {
+		s.LeaderName = m.m.Name
+	}
+	return s
+}
+
+// HasReady reports whether Ready has work.
+func (n *Node) HasReady() bool {
+	return len(n.msgs) > 0 || n.hsCur != n.hsPrev || n.softState() != n.prevSS
+}
+
+// Ready returns the pending work: a risen epoch to persist, messages, and a
+// leadership change to announce.
+func (n *Node) Ready() protocols.Ready {
+	rd := protocols.Ready{Messages: slices.Clone(n.msgs)}
+	if n.hsCur != n.hsPrev {
+		hs := n.hsCur
+		rd.HardState = &hs
+	}
+	if ss := n.softState(); ss != n.prevSS {
+		rd.SoftState = &ss
+	}
+	return rd
+}
+
+// Advance acknowledges rd.
+func (n *Node) Advance(rd protocols.Ready) {
+	n.msgs = n.msgs[len(rd.Messages):]
+	if len(n.msgs) == 0 {
+		n.msgs = nil
+	}
+	if rd.HardState != nil {
+		n.hsPrev = *rd.HardState
+	}
+	if rd.SoftState != nil {
+		n.prevSS = *rd.SoftState
+	}
+}
