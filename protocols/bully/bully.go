@@ -231,9 +231,9 @@ func (n *Node) follow(l protocols.ID, e uint64) {
 // announce handles COORDINATOR and heartbeat messages: leader l claims epoch
 // e.
 func (n *Node) announce(l protocols.ID, e uint64) {
-	if e < n.epoch || l == n.id || (e == n.epoch && l != n.leader) {
-		// Stale (or, impossibly, a second leader of our epoch): ignore. A
-		// stale coordinator learns of the newer one from its heartbeats.
+	if e < n.epoch || l == n.id || l != EpochLeader(e) {
+		// Stale, or an epoch its sender did not create: ignore. A stale
+		// coordinator learns of the newer one from its heartbeats.
 		return
 	}
 	if l < n.id && n.preempt && n.yieldTo != l && !n.abstaining() {

@@ -281,10 +281,10 @@ func (n *Node) follow(l protocols.ID, e uint64) {
 }
 
 // acceptable reports whether an announcement of leader l in epoch e is news
-// this node may act on: not older than the epoch it knows, and not a second
-// leader of that epoch (which the epoch scheme rules out).
+// this node may act on: not older than the epoch it knows, and created by l
+// (the epoch's low bits name its leader).
 func (n *Node) acceptable(l protocols.ID, e uint64) bool {
-	return l != n.id && e >= n.epoch && (e > n.epoch || l == n.leader)
+	return l != n.id && e >= n.epoch && l == EpochLeader(e)
 }
 
 // usurped reports whether leader l is lower than this node, which then
@@ -462,7 +462,7 @@ func (n *Node) stepReply(m protocols.Message) {
 // itself).
 func (n *Node) stepLeader(m protocols.Message) {
 	l, e := m.Leader, m.Epoch
-	if l == n.id || m.Hops >= n.maxHops() || l != EpochLeader(e) || !n.acceptable(l, e) {
+	if l == n.id || m.Hops >= n.maxHops() || !n.acceptable(l, e) {
 		return
 	}
 	if n.relayed != e {
