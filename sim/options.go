@@ -56,14 +56,18 @@ type Checks struct {
 	// Lease: at most one node reports Role==Leader at any instant of global
 	// time (each node's Status evaluated at its own local time).
 	Lease bool
+	// VoteOncePerTerm: no node ever grants its vote (sends MsgVoteResp
+	// without Reject) to two different candidates in the same term, across
+	// restarts too. For vote-based protocols (majority).
+	VoteOncePerTerm bool
 	// LivenessBound: once every fault is healed, within this much virtual
 	// time some node must lead and every node's Status must name it and its
 	// epoch. Zero disables the liveness check.
 	LivenessBound time.Duration
 }
 
-// AllChecks enables every invariant, including the lease, with a liveness
-// bound of 30 election timeouts. Use it for majority.
+// AllChecks enables every invariant, including the lease and one vote per
+// term, with a liveness bound of 30 election timeouts. Use it for majority.
 func AllChecks(electionTimeout time.Duration) Checks {
 	return Checks{
 		SingleLeaderPerEpoch: true,
@@ -71,15 +75,17 @@ func AllChecks(electionTimeout time.Duration) Checks {
 		EpochMonotonic:       true,
 		Fencing:              true,
 		Lease:                true,
+		VoteOncePerTerm:      true,
 		LivenessBound:        30 * electionTimeout,
 	}
 }
 
-// NoLeaseChecks is AllChecks without the lease: for protocols (bully, ring)
-// that may let two leaders of different epochs coexist under partition.
+// NoLeaseChecks is AllChecks without the lease and the vote check: for
+// protocols (bully, ring) that may let two leaders of different epochs
+// coexist under partition.
 func NoLeaseChecks(electionTimeout time.Duration) Checks {
 	c := AllChecks(electionTimeout)
-	c.Lease = false
+	c.Lease, c.VoteOncePerTerm = false, false
 	return c
 }
 

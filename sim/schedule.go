@@ -39,6 +39,9 @@ const (
 	FaultDrop
 	// FaultDuplicate is one message delivered twice.
 	FaultDuplicate
+	// FaultLongDelay is one message held back an extra one to three
+	// election timeouts (a stalled stream's retransmission).
+	FaultLongDelay
 
 	// NumFaultKinds is the number of fault kinds.
 	NumFaultKinds
@@ -55,6 +58,7 @@ var faultNames = [...]string{
 	FaultResign:        "resign",
 	FaultDrop:          "drop",
 	FaultDuplicate:     "duplicate",
+	FaultLongDelay:     "long-delay",
 }
 
 // String returns the fault kind's short name.
@@ -78,6 +82,17 @@ const (
 	// TargetLeader picks the node that currently reports itself leader, or
 	// a random node when none does.
 	TargetLeader = -2
+	// TargetLastPersisted picks the node that most recently persisted a
+	// HardState (say, a vote it just cast), or a random node.
+	TargetLastPersisted = -3
+	// TargetNextPersist (crash only) arms the fault: the next node to
+	// persist a HardState crashes right after handling that Ready, its
+	// messages sent (for instance just after replying to a vote).
+	TargetNextPersist = -4
+	// TargetNextVoteGrant (crash only) arms the fault for the next node to
+	// grant a vote (send MsgVoteResp without Reject): it crashes right after
+	// that Ready is handled.
+	TargetNextVoteGrant = -5
 )
 
 // Action is one fault of a Schedule.
@@ -103,9 +118,9 @@ type Schedule struct {
 	FaultPhase time.Duration
 	// Actions, in order of At.
 	Actions []Action
-	// DropProb and DupProb apply to every message sent during the fault
-	// phase.
-	DropProb, DupProb float64
+	// DropProb, DupProb and LongDelayProb apply to every message sent
+	// during the fault phase.
+	DropProb, DupProb, LongDelayProb float64
 	// MinDelay and MaxDelay bound the uniformly random delay of every
 	// message; different delays reorder messages.
 	MinDelay, MaxDelay time.Duration
@@ -130,6 +145,9 @@ func RandomSchedule(rng *rand.Rand, o Options) Schedule {
 		if rng.IntN(3) > 0 {
 			s.DupProb = rng.Float64() * 0.2
 		}
+		if rng.IntN(2) > 0 {
+			s.LongDelayProb = rng.Float64() * 0.05
+		}
 	}
 	s.ClockRates = make([]float64, s.Nodes)
 	for i := range s.ClockRates {
@@ -152,10 +170,20 @@ func RandomSchedule(rng *rand.Rand, o Options) Schedule {
 			a.Target = TargetLeader
 			a.Duration = 2*et + randDur(rng, 20*et)
 		case FaultCrash:
-			if rng.IntN(2) == 0 {
+			switch rng.IntN(5) {
+			case 0:
 				a.Target = TargetLeader
+			case 1:
+				a.Target = TargetLastPersisted
+			case 2:
+				a.Target = TargetNextPersist
+			case 3:
+				a.Target = TargetNextVoteGrant
 			}
 			a.Duration = randDur(rng, 10*et)
+			if rng.IntN(2) == 0 { // a quick restart, as from a supervisor
+				a.Duration = randDur(rng, et)
+			}
 		case FaultPause:
 			if rng.IntN(2) == 0 {
 				a.Target = TargetLeader

@@ -17,6 +17,7 @@ const (
 	InvLease          = "lease"
 	InvFencing        = "fencing"
 	InvLiveness       = "liveness"
+	InvVoteOnce       = "vote-once-per-term"
 	// InvDriver: the protocol broke the driver contract (a message with a
 	// wrong From, a Ready that never empties, a restart the Factory refused).
 	InvDriver = "driver"
@@ -100,6 +101,11 @@ type statusKey struct {
 	epoch  uint64
 }
 
+type voteKey struct {
+	voter int
+	term  uint64
+}
+
 type claim struct {
 	leader protocols.ID
 	by     int32
@@ -119,6 +125,7 @@ type run struct {
 
 	partGen, slowGen   uint32
 	dropProb, dupProb  float64
+	longProb           float64
 	minDelay, maxDelay time.Duration
 
 	healed   bool
@@ -127,8 +134,14 @@ type run struct {
 	done     bool
 	viol     *Violation
 	leaderOf map[uint64]claim
+	votes    map[voteKey]protocols.ID
 	curLead  int
 	writer   int // node to attempt a fenced write after this event, or -1
+	// lastPersist is the node that persisted a HardState last, or -1.
+	lastPersist int
+	// armed is the crash action waiting for the next persist, or -1;
+	// crashNext the node to crash at the end of the current event, or -1.
+	armed, crashNext int
 
 	fenceSet  bool
 	fenceHigh uint64
@@ -174,10 +187,14 @@ func newRand(seed uint64) *rand.Rand {
 func runSchedule(o Options, seed uint64, rng *rand.Rand, s Schedule) (Result, error) {
 	r := &run{
 		o: o, seed: seed, rng: rng, sched: s,
-		leaderOf: make(map[uint64]claim),
-		curLead:  -1,
-		writer:   -1,
-		dropProb: s.DropProb, dupProb: s.DupProb,
+		leaderOf:    make(map[uint64]claim),
+		votes:       make(map[voteKey]protocols.ID),
+		curLead:     -1,
+		writer:      -1,
+		lastPersist: -1,
+		armed:       -1,
+		crashNext:   -1,
+		dropProb:    s.DropProb, dupProb: s.DupProb, longProb: s.LongDelayProb,
 		minDelay: s.MinDelay, maxDelay: max(s.MaxDelay, s.MinDelay),
 		trace: traceRing{buf: make([]traceRec, o.TraceLen), hash: fnvOffset},
 	}
@@ -341,6 +358,11 @@ func (r *run) loop() {
 		case evStop:
 			r.done = true
 		}
+		if r.crashNext >= 0 && !r.done {
+			i, tgt := r.armed, r.crashNext
+			r.armed, r.crashNext = -1, -1
+			r.crashFault(r.sched.Actions[i], i, tgt)
+		}
 		if !r.done {
 			r.check()
 		}
@@ -357,10 +379,20 @@ func (r *run) drain(n *node) {
 		rd := n.p.Ready()
 		if rd.HardState != nil {
 			n.hs = *rd.HardState
+			r.lastPersist = n.idx
+			if r.armed >= 0 && r.crashNext < 0 && r.sched.Actions[r.armed].Target == TargetNextPersist {
+				r.crashNext = n.idx
+			}
 			r.rec(traceRec{kind: recPersist, node: int32(n.idx), a: n.hs.Term, b: uint64(n.hs.Vote), c: n.hs.Epoch})
 		}
 		for _, m := range rd.Messages {
 			r.send(n, m)
+			if m.Kind == protocols.MsgVoteResp && !m.Reject {
+				r.voted(n, m)
+				if r.armed >= 0 && r.crashNext < 0 && r.sched.Actions[r.armed].Target == TargetNextVoteGrant {
+					r.crashNext = n.idx
+				}
+			}
 		}
 		if rd.SoftState != nil {
 			ss := *rd.SoftState
@@ -368,6 +400,20 @@ func (r *run) drain(n *node) {
 		}
 		n.p.Advance(rd)
 	}
+}
+
+// voted records a granted vote and checks it is the node's only one in
+// its term.
+func (r *run) voted(n *node, m protocols.Message) {
+	if !r.o.Checks.VoteOncePerTerm {
+		return
+	}
+	k := voteKey{n.idx, m.Term}
+	if prev, ok := r.votes[k]; ok && prev != m.To {
+		r.violate(InvVoteOnce, "n%d granted its term-%d vote to n%d and to n%d", n.idx+1, m.Term, prev, m.To)
+		return
+	}
+	r.votes[k] = m.To
 }
 
 func (r *run) send(n *node, m protocols.Message) {
@@ -394,6 +440,10 @@ func (r *run) send(n *node, m protocols.Message) {
 	r.rec(traceRec{kind: recSend, node: int32(n.idx), a: uint64(copies), msg: m})
 	for range copies {
 		d := r.minDelay + randDur(r.rng, r.maxDelay-r.minDelay+1)
+		if r.longProb > 0 && r.rng.Float64() < r.longProb {
+			r.stats.Faults[FaultLongDelay]++
+			d += r.o.ElectionTimeout + randDur(r.rng, 2*r.o.ElectionTimeout)
+		}
 		r.q.push(event{at: r.now + d, kind: evDeliver, node: int32(to), inc: r.nodes[to].inc, msg: m})
 	}
 }
@@ -560,6 +610,8 @@ func (r *run) target(t int) int {
 	switch {
 	case t == TargetLeader && r.curLead >= 0:
 		return r.curLead
+	case t == TargetLastPersisted && r.lastPersist >= 0:
+		return r.lastPersist
 	case t < 0:
 		return r.rng.IntN(n)
 	}
@@ -603,14 +655,12 @@ func (r *run) fault(i int) {
 		k := 1 + r.rng.IntN(n-1)
 		r.partition(perm[:k], perm[k:], false)
 	case FaultCrash:
-		tgt = r.target(a.Target)
-		nd := r.nodes[tgt]
-		if nd.crashed {
+		if a.Target == TargetNextPersist || a.Target == TargetNextVoteGrant {
+			r.armed = i
 			return
 		}
-		r.crash(nd)
-		nd.fault++
-		undo.inc = nd.fault
+		r.crashFault(a, i, r.target(a.Target))
+		return
 	case FaultPause:
 		tgt = r.target(a.Target)
 		nd := r.nodes[tgt]
@@ -651,6 +701,19 @@ func (r *run) fault(i int) {
 		undo.inc = r.partGen
 	}
 	r.q.push(undo)
+}
+
+// crashFault crashes node tgt for action i and schedules its restart.
+func (r *run) crashFault(a Action, i, tgt int) {
+	nd := r.nodes[tgt]
+	if nd.crashed || r.healed {
+		return
+	}
+	r.crash(nd)
+	nd.fault++
+	r.stats.Faults[FaultCrash]++
+	r.rec(traceRec{kind: recFault, node: int32(tgt), a: uint64(FaultCrash), b: uint64(tgt)})
+	r.q.push(event{at: r.now + a.Duration, kind: evUndo, arg: int32(i), node: int32(tgt), inc: nd.fault})
 }
 
 // partition cuts every link from a to b, and from b to a when both.
@@ -705,7 +768,7 @@ func (r *run) heal() {
 	r.rec(traceRec{kind: recHeal, b: ^uint64(0)})
 	r.healed, r.healAt = true, r.now
 	r.connectAll()
-	r.dropProb, r.dupProb = 0, 0
+	r.dropProb, r.dupProb, r.longProb = 0, 0, 0
 	r.maxDelay = max(r.sched.MaxDelay, r.minDelay)
 	for _, n := range r.nodes {
 		switch {
