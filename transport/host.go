@@ -1,0 +1,514 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/control"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-libp2p/p2p/security/noise"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	ma "github.com/multiformats/go-multiaddr"
+	"go.uber.org/zap"
+
+	"github.com/conclave-agent/conclave/protocols"
+)
+
+// maxBatch bounds how many queued messages one stream write carries.
+const maxBatch = 64
+
+// Host is the libp2p Transport: TCP, Noise, yamux, and with a cluster key
+// a private network. It is safe for concurrent use.
+type Host struct {
+	cfg     Config
+	log     *zap.Logger
+	h       host.Host
+	stats   *counters
+	inbound chan protocols.Message
+	ctx     context.Context // cancelled by Close; aborts dials
+	cancel  context.CancelFunc
+
+	mu      sync.RWMutex
+	closed  bool
+	peers   map[protocols.ID]*peerState
+	byPeer  map[peer.ID]protocols.ID
+	streams map[network.Stream]struct{} // inbound streams being read
+	wg      sync.WaitGroup              // senders and inbound readers
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// peerState is one admitted member. Its sender goroutine owns the outbound
+// stream; stop ends it when the member is removed or changes address.
+type peerState struct {
+	id    protocols.ID
+	pid   peer.ID
+	addr  ma.Multiaddr
+	queue chan protocols.Message
+	stop  chan struct{}
+}
+
+// New starts a libp2p host listening on cfg.Listen with the identity kept
+// in cfg.DataDir (created on first start). No peer is admitted until
+// SetPeer names it. ctx bounds only the start-up.
+func New(ctx context.Context, cfg Config) (*Host, error) {
+	cfg.setDefaults()
+	if cfg.Listen == "" {
+		return nil, errors.New("transport: listen address is not set")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("transport: %w", err)
+	}
+	key, created, err := loadOrCreateIdentity(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	SetLibp2pLogger(cfg.Logger)
+	hctx, cancel := context.WithCancel(context.Background())
+	t := &Host{
+		cfg:     cfg,
+		log:     cfg.Logger.Named("transport"),
+		stats:   newCounters(),
+		inbound: make(chan protocols.Message, cfg.InboundLen),
+		ctx:     hctx,
+		cancel:  cancel,
+		peers:   map[protocols.ID]*peerState{},
+		byPeer:  map[peer.ID]protocols.ID{},
+		streams: map[network.Stream]struct{}{},
+	}
+	opts := []libp2p.Option{
+		libp2p.Identity(key),
+		libp2p.ListenAddrStrings(cfg.Listen),
+		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.Security(noise.ID, noise.New),
+		libp2p.ConnectionGater(gater{t}),
+		libp2p.DisableRelay(),
+		libp2p.Ping(false),
+		libp2p.DisableMetrics(),
+		libp2p.UserAgent("conclave"),
+	}
+	if len(cfg.ClusterKey) > 0 {
+		opts = append(opts, libp2p.PrivateNetwork(DerivePSK(cfg.ClusterKey)))
+	} else {
+		t.log.Warn("no cluster key: election traffic is authenticated by peer id only, not limited to the cluster's private network")
+	}
+	h, err := libp2p.New(opts...)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("transport: start libp2p on %q: %w", cfg.Listen, err)
+	}
+	t.h = h
+	h.SetStreamHandler(protocol.ID(ProtocolID), t.handleStream)
+	t.log.Info("transport started", zap.String("peer_id", h.ID().String()),
+		zap.Strings("addrs", t.Addrs()), zap.Bool("new_identity", created),
+		zap.Bool("private_network", len(cfg.ClusterKey) > 0))
+	return t, nil
+}
+
+// PeerID returns this node's libp2p peer id, stable across restarts.
+func (t *Host) PeerID() string { return t.h.ID().String() }
+
+// Addrs returns the full multiaddrs (with /p2p/<peer id>) to advertise.
+func (t *Host) Addrs() []string {
+	full, err := peer.AddrInfoToP2pAddrs(&peer.AddrInfo{ID: t.h.ID(), Addrs: t.h.Addrs()})
+	if err != nil {
+		return nil
+	}
+	out := make([]string, len(full))
+	for i, a := range full {
+		out[i] = a.String()
+	}
+	return out
+}
+
+// Inbound implements Transport. Every message on it came from an admitted
+// member over its own authenticated connection, with From equal to that
+// member's ID and To equal to Self or None.
+func (t *Host) Inbound() <-chan protocols.Message { return t.inbound }
+
+// Stats implements Transport.
+func (t *Host) Stats() Stats { return t.stats.snapshot() }
+
+// SetPeer implements Transport. addr is the member's transport multiaddr,
+// optionally ending in /p2p/<peerID>.
+func (t *Host) SetPeer(id protocols.ID, peerID string, addr string) error {
+	if id == protocols.None || id == t.cfg.Self {
+		return fmt.Errorf("transport: set peer: invalid member id %d", id)
+	}
+	pid, err := peer.Decode(peerID)
+	if err != nil {
+		return fmt.Errorf("transport: set peer %d: peer id %q: %w", id, peerID, err)
+	}
+	full, err := ma.NewMultiaddr(addr)
+	if err != nil {
+		return fmt.Errorf("transport: set peer %d: address %q: %w", id, addr, err)
+	}
+	maddr, addrPID := peer.SplitAddr(full)
+	if addrPID != "" && addrPID != pid {
+		return fmt.Errorf("transport: set peer %d: address %q names peer %s, not %s", id, addr, addrPID, pid)
+	}
+	if maddr == nil {
+		return fmt.Errorf("transport: set peer %d: address %q has no transport part", id, addr)
+	}
+	if pid == t.h.ID() {
+		return fmt.Errorf("transport: set peer %d: peer id %s is this node's own", id, pid)
+	}
+
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return errors.New("transport: set peer: host is closed")
+	}
+	if other, ok := t.byPeer[pid]; ok && other != id {
+		t.mu.Unlock()
+		return fmt.Errorf("transport: set peer %d: peer id %s already belongs to member %d", id, pid, other)
+	}
+	old := t.peers[id]
+	if old != nil && old.pid == pid && old.addr.Equal(maddr) {
+		t.mu.Unlock()
+		return nil
+	}
+	if old != nil {
+		close(old.stop)
+		delete(t.byPeer, old.pid)
+		t.h.Peerstore().ClearAddrs(old.pid)
+	}
+	t.h.Peerstore().ClearAddrs(pid)
+	t.h.Peerstore().AddAddr(pid, maddr, peerstore.PermanentAddrTTL)
+	ps := &peerState{id: id, pid: pid, addr: maddr,
+		queue: make(chan protocols.Message, t.cfg.QueueLen), stop: make(chan struct{})}
+	t.peers[id] = ps
+	t.byPeer[pid] = id
+	t.wg.Add(1)
+	go t.runSender(ps)
+	t.mu.Unlock()
+
+	if old != nil && old.pid != pid {
+		// The old identity is no longer a member: cut what it has open.
+		_ = t.h.Network().ClosePeer(old.pid)
+	}
+	t.log.Debug("peer admitted", zap.Uint64("member", uint64(id)), zap.Stringer("peer", pid), zap.Stringer("addr", maddr))
+	return nil
+}
+
+// RemovePeer implements Transport. Its queued messages are discarded and
+// its connections closed; a later stream from it is refused.
+func (t *Host) RemovePeer(id protocols.ID) {
+	t.mu.Lock()
+	ps := t.peers[id]
+	if ps == nil || t.closed {
+		t.mu.Unlock()
+		return
+	}
+	delete(t.peers, id)
+	delete(t.byPeer, ps.pid)
+	close(ps.stop)
+	t.h.Peerstore().ClearAddrs(ps.pid)
+	t.mu.Unlock()
+	_ = t.h.Network().ClosePeer(ps.pid)
+	t.log.Debug("peer removed", zap.Uint64("member", uint64(id)), zap.Stringer("peer", ps.pid))
+}
+
+// Send implements Transport. It only enqueues: the peer's sender goroutine
+// does the network work, so a slow or dead peer never stalls the caller.
+// m.From should be Self and m.To should be to; receivers drop anything else.
+func (t *Host) Send(to protocols.ID, m protocols.Message) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.closed {
+		t.stats.drop(DropClosed)
+		return
+	}
+	ps := t.peers[to]
+	if ps == nil {
+		t.stats.drop(DropUnknownPeer)
+		return
+	}
+	select {
+	case ps.queue <- m:
+	default:
+		t.stats.drop(DropQueueFull)
+	}
+}
+
+// member returns the member ID a peer id belongs to.
+func (t *Host) member(p peer.ID) (protocols.ID, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	id, ok := t.byPeer[p]
+	return id, ok
+}
+
+// runSender owns one peer's outbound stream: it drains the queue in
+// batches, opens the stream lazily, and after a failure waits an
+// exponentially growing backoff before trying again.
+func (t *Host) runSender(ps *peerState) {
+	defer t.wg.Done()
+	log := t.log.With(zap.Uint64("member", uint64(ps.id)), zap.Stringer("peer", ps.pid))
+	var s network.Stream
+	defer func() {
+		if s != nil {
+			_ = s.Close()
+		}
+	}()
+	backoff := t.cfg.MinBackoff
+	failures := 0
+	buf := make([]byte, 0, 1024)
+	kinds := make([]protocols.MessageKind, 0, maxBatch)
+	for {
+		var m protocols.Message
+		select {
+		case <-ps.stop:
+			return
+		case m = <-ps.queue:
+		}
+		buf, kinds = buf[:0], kinds[:0]
+		buf, kinds = t.appendBatch(log, buf, kinds, m)
+	drain:
+		for len(kinds) < maxBatch {
+			select {
+			case m = <-ps.queue:
+				buf, kinds = t.appendBatch(log, buf, kinds, m)
+			default:
+				break drain
+			}
+		}
+		if len(kinds) == 0 {
+			continue
+		}
+		if s != nil && s.Conn().IsClosed() {
+			_ = s.Reset()
+			s = nil
+		}
+		var err error
+		if s == nil {
+			s, err = t.openStream(ps)
+		}
+		if err == nil {
+			_ = s.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout))
+			if _, err = s.Write(buf); err != nil {
+				// A partial write leaves the stream mid-frame: only a
+				// fresh stream can carry the next message.
+				_ = s.Reset()
+				s = nil
+				err = fmt.Errorf("write: %w", err)
+			}
+		}
+		if err == nil {
+			if failures > 0 {
+				log.Info("peer reachable again", zap.Int("failed_attempts", failures))
+			}
+			failures, backoff = 0, t.cfg.MinBackoff
+			for _, k := range kinds {
+				t.stats.sent[k].Add(1)
+			}
+			continue
+		}
+		for range kinds {
+			t.stats.drop(DropSendFailed)
+		}
+		failures++
+		// One warning per outage; the retries stay at debug level.
+		lvl := log.Debug
+		if failures == 1 {
+			lvl = log.Warn
+		}
+		lvl("cannot send to peer; dropping messages and retrying with backoff",
+			zap.Int("dropped", len(kinds)), zap.Duration("backoff", backoff),
+			zap.String("hint", t.dialHint(err)), zap.Error(err))
+		timer := time.NewTimer(backoff)
+		select {
+		case <-ps.stop:
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		backoff = min(2*backoff, t.cfg.MaxBackoff)
+	}
+}
+
+// dialHint turns the usual causes of a failed send into advice, because the
+// libp2p errors for a cluster key mismatch (the private-network stream
+// decrypts to garbage, so protocol negotiation fails) do not name the key.
+func (t *Host) dialHint(err error) string {
+	switch {
+	case strings.Contains(err.Error(), "negotiate security protocol") && len(t.cfg.ClusterKey) > 0:
+		return "the handshake failed: the peer most likely has a different cluster key (gossip.key)"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "peer did not answer in time: is it running and reachable?"
+	case len(t.cfg.ClusterKey) > 0:
+		return "if the peer is running, check that it has the same cluster key (gossip.key) and that it admits this node as a member"
+	default:
+		return "if the peer is running, check that it admits this node as a member and that neither side uses a cluster key the other lacks"
+	}
+}
+
+func (t *Host) appendBatch(log *zap.Logger, buf []byte, kinds []protocols.MessageKind, m protocols.Message) ([]byte, []protocols.MessageKind) {
+	out, err := AppendFrame(buf, m)
+	if err != nil {
+		t.stats.drop(Reason(err))
+		log.Error("refusing to send a message that cannot be encoded", zap.Stringer("msg", m), zap.Error(err))
+		return buf, kinds
+	}
+	return out, append(kinds, m.Kind)
+}
+
+func (t *Host) openStream(ps *peerState) (network.Stream, error) {
+	ctx, cancel := context.WithTimeout(t.ctx, t.cfg.DialTimeout)
+	defer cancel()
+	s, err := t.h.NewStream(ctx, ps.pid, protocol.ID(ProtocolID))
+	if err != nil {
+		return nil, fmt.Errorf("open stream: %w", err)
+	}
+	// We never read from an outbound stream; replies travel on the
+	// peer's own outbound stream to us.
+	_ = s.CloseRead()
+	return s, nil
+}
+
+// handleStream reads one inbound stream until it ends. Every message is
+// checked against the current membership: the connection proved only that
+// the remote holds its key, not that it may speak for a member ID.
+func (t *Host) handleStream(s network.Stream) {
+	remote := s.Conn().RemotePeer()
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		_ = s.Reset()
+		return
+	}
+	id, ok := t.byPeer[remote]
+	if !ok {
+		t.mu.Unlock()
+		t.stats.drop(DropUnauthorized)
+		t.log.Warn("refusing election stream: remote peer is not a current member",
+			zap.Stringer("peer", remote), zap.Stringer("remote_addr", s.Conn().RemoteMultiaddr()))
+		_ = s.Reset()
+		return
+	}
+	t.streams[s] = struct{}{}
+	t.wg.Add(1)
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		delete(t.streams, s)
+		t.mu.Unlock()
+		t.wg.Done()
+	}()
+	_ = s.CloseWrite()
+	log := t.log.With(zap.Uint64("member", uint64(id)), zap.Stringer("peer", remote))
+
+	var fr frameReader
+	for {
+		m, err := fr.read(s, t.cfg.MaxMessageBytes)
+		if err == io.EOF {
+			_ = s.Close()
+			return
+		}
+		if err != nil {
+			reason := Reason(err)
+			if reason == ReasonOther {
+				// The stream or connection ended (reset, closed host,
+				// removed peer): nothing wrong with the data.
+				log.Debug("election stream ended", zap.Error(err))
+			} else {
+				t.stats.drop(reason)
+				log.Warn("closing election stream: bad frame", zap.String("reason", reason), zap.Error(err))
+			}
+			_ = s.Reset()
+			return
+		}
+		cur, ok := t.member(remote)
+		if !ok {
+			t.stats.drop(DropUnauthorized)
+			log.Warn("closing election stream: remote peer is no longer a member")
+			_ = s.Reset()
+			return
+		}
+		if m.From != cur {
+			t.stats.drop(DropSpoofedFrom)
+			log.Warn("closing election stream: message From does not match the sending member",
+				zap.Uint64("from", uint64(m.From)), zap.Uint64("expected", uint64(cur)), zap.Stringer("kind", m.Kind))
+			_ = s.Reset()
+			return
+		}
+		if m.To != t.cfg.Self && m.To != protocols.None {
+			t.stats.drop(DropMisaddressed)
+			log.Debug("dropping misaddressed message", zap.Stringer("msg", m))
+			continue
+		}
+		select {
+		case t.inbound <- m:
+			t.stats.received[m.Kind].Add(1)
+		default:
+			t.stats.drop(DropInboundFull)
+		}
+	}
+}
+
+// Close implements Transport: it stops senders and readers, closes the
+// libp2p host and then Inbound. It is idempotent.
+func (t *Host) Close() error {
+	t.closeOnce.Do(func() {
+		t.mu.Lock()
+		t.closed = true
+		for _, ps := range t.peers {
+			close(ps.stop)
+		}
+		t.peers = map[protocols.ID]*peerState{}
+		t.byPeer = map[peer.ID]protocols.ID{}
+		streams := make([]network.Stream, 0, len(t.streams))
+		for s := range t.streams {
+			streams = append(streams, s)
+		}
+		t.mu.Unlock()
+		t.cancel()
+		for _, s := range streams {
+			_ = s.Reset()
+		}
+		if err := t.h.Close(); err != nil {
+			t.closeErr = fmt.Errorf("transport: close libp2p host: %w", err)
+		}
+		t.wg.Wait()
+		close(t.inbound)
+	})
+	return t.closeErr
+}
+
+// gater refuses connections from and to peer ids that are not current
+// members. It is defence in depth only: libp2p may report a connection as
+// established to a dialer that this side refused, so handleStream checks
+// membership again for every message.
+type gater struct{ t *Host }
+
+func (g gater) InterceptPeerDial(p peer.ID) bool {
+	_, ok := g.t.member(p)
+	return ok
+}
+
+func (g gater) InterceptAddrDial(peer.ID, ma.Multiaddr) bool { return true }
+
+func (g gater) InterceptAccept(network.ConnMultiaddrs) bool { return true }
+
+func (g gater) InterceptSecured(dir network.Direction, p peer.ID, addrs network.ConnMultiaddrs) bool {
+	if _, ok := g.t.member(p); ok {
+		return true
+	}
+	g.t.stats.drop(DropUnauthorized)
+	g.t.log.Warn("refusing connection: remote peer is not a current member",
+		zap.Stringer("peer", p), zap.Stringer("remote_addr", addrs.RemoteMultiaddr()), zap.Stringer("direction", dir))
+	return false
+}
+
+func (g gater) InterceptUpgraded(network.Conn) (bool, control.DisconnectReason) { return true, 0 }

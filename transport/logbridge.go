@@ -1,0 +1,111 @@
+package transport
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/libp2p/go-libp2p/gologshim"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// libp2p logs through log/slog via gologshim, whose handler is process-wide
+// and bound by each libp2p logger on its first use. So one bridge is
+// installed once, before the first host starts, and forwards to whichever
+// zap logger was set last.
+var (
+	bridgeOnce   sync.Once
+	bridgeLogger atomic.Pointer[zap.Logger]
+)
+
+// SetLibp2pLogger routes libp2p's own logs to l (named "libp2p"). It is
+// process-wide: with several hosts in one process, the last call wins. New
+// calls it with Config.Logger.
+func SetLibp2pLogger(l *zap.Logger) {
+	bridgeLogger.Store(l.Named("libp2p"))
+	bridgeOnce.Do(func() { gologshim.SetDefaultHandler(&zapHandler{}) })
+}
+
+// zapHandler is a slog.Handler that writes to the current bridge logger.
+type zapHandler struct {
+	attrs  []zap.Field
+	prefix string // open slog groups, "a.b."
+}
+
+func (h *zapHandler) logger() *zap.Logger {
+	if l := bridgeLogger.Load(); l != nil {
+		return l
+	}
+	return zap.NewNop()
+}
+
+func zapLevel(l slog.Level) zapcore.Level {
+	switch {
+	case l >= slog.LevelError:
+		return zapcore.ErrorLevel
+	case l >= slog.LevelWarn:
+		return zapcore.WarnLevel
+	case l >= slog.LevelInfo:
+		return zapcore.InfoLevel
+	default:
+		return zapcore.DebugLevel
+	}
+}
+
+// Enabled implements slog.Handler.
+func (h *zapHandler) Enabled(_ context.Context, l slog.Level) bool {
+	return h.logger().Core().Enabled(zapLevel(l))
+}
+
+// Handle implements slog.Handler.
+func (h *zapHandler) Handle(_ context.Context, r slog.Record) error {
+	ce := h.logger().Check(zapLevel(r.Level), r.Message)
+	if ce == nil {
+		return nil
+	}
+	fields := make([]zap.Field, 0, len(h.attrs)+r.NumAttrs())
+	fields = append(fields, h.attrs...)
+	r.Attrs(func(a slog.Attr) bool {
+		fields = appendAttr(fields, h.prefix, a)
+		return true
+	})
+	ce.Write(fields...)
+	return nil
+}
+
+func appendAttr(fields []zap.Field, prefix string, a slog.Attr) []zap.Field {
+	v := a.Value.Resolve()
+	if v.Kind() == slog.KindGroup {
+		p := prefix
+		if a.Key != "" {
+			p += a.Key + "."
+		}
+		for _, g := range v.Group() {
+			fields = appendAttr(fields, p, g)
+		}
+		return fields
+	}
+	if a.Key == "" {
+		return fields
+	}
+	return append(fields, zap.Any(prefix+a.Key, v.Any()))
+}
+
+// WithAttrs implements slog.Handler.
+func (h *zapHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	n := &zapHandler{prefix: h.prefix, attrs: append([]zap.Field(nil), h.attrs...)}
+	for _, a := range attrs {
+		n.attrs = appendAttr(n.attrs, h.prefix, a)
+	}
+	return n
+}
+
+// WithGroup implements slog.Handler.
+func (h *zapHandler) WithGroup(name string) slog.Handler {
+	if name == "" {
+		return h
+	}
+	return &zapHandler{prefix: h.prefix + name + ".", attrs: h.attrs}
+}

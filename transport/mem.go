@@ -1,0 +1,182 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/conclave-agent/conclave/protocols"
+)
+
+// MemNetwork connects MemTransports in one process, for tests of the agent
+// without sockets. Delivery is synchronous and FIFO per sender, so tests
+// stay deterministic, yet it keeps the Host's rules: both sides must have
+// admitted each other with SetPeer, From must be the sender's ID, To must be
+// the receiver or None, and a full inbound channel drops.
+type MemNetwork struct {
+	mu    sync.RWMutex
+	nodes map[string]*MemTransport // by peer id
+}
+
+// NewMemNetwork returns an empty in-memory network.
+func NewMemNetwork() *MemNetwork {
+	return &MemNetwork{nodes: map[string]*MemTransport{}}
+}
+
+// MemPeerID is the peer id of the in-memory node with ID self.
+func MemPeerID(self protocols.ID) string { return fmt.Sprintf("mem-%d", self) }
+
+// Node attaches a node with ID self whose Inbound channel holds inboundLen
+// messages (DefaultInboundLen if zero). Its peer id is MemPeerID(self).
+func (n *MemNetwork) Node(self protocols.ID, inboundLen int) *MemTransport {
+	if inboundLen <= 0 {
+		inboundLen = DefaultInboundLen
+	}
+	t := &MemTransport{
+		net:     n,
+		self:    self,
+		peerID:  MemPeerID(self),
+		inbound: make(chan protocols.Message, inboundLen),
+		stats:   newCounters(),
+		peers:   map[protocols.ID]string{},
+		byPeer:  map[string]protocols.ID{},
+	}
+	n.mu.Lock()
+	n.nodes[t.peerID] = t
+	n.mu.Unlock()
+	return t
+}
+
+// MemTransport is one node on a MemNetwork. It is safe for concurrent use.
+type MemTransport struct {
+	net     *MemNetwork
+	self    protocols.ID
+	peerID  string
+	inbound chan protocols.Message
+	stats   *counters
+
+	mu     sync.RWMutex
+	closed bool
+	peers  map[protocols.ID]string
+	byPeer map[string]protocols.ID
+}
+
+// PeerID returns the node's peer id on the network.
+func (t *MemTransport) PeerID() string { return t.peerID }
+
+// Inbound implements Transport.
+func (t *MemTransport) Inbound() <-chan protocols.Message { return t.inbound }
+
+// Stats implements Transport.
+func (t *MemTransport) Stats() Stats { return t.stats.snapshot() }
+
+// SetPeer implements Transport; addr is ignored.
+func (t *MemTransport) SetPeer(id protocols.ID, peerID string, _ string) error {
+	if id == protocols.None || id == t.self {
+		return fmt.Errorf("transport: set peer: invalid member id %d", id)
+	}
+	if peerID == "" {
+		return fmt.Errorf("transport: set peer %d: empty peer id", id)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return errors.New("transport: set peer: closed")
+	}
+	if other, ok := t.byPeer[peerID]; ok && other != id {
+		return fmt.Errorf("transport: set peer %d: peer id %s already belongs to member %d", id, peerID, other)
+	}
+	if old, ok := t.peers[id]; ok {
+		delete(t.byPeer, old)
+	}
+	t.peers[id] = peerID
+	t.byPeer[peerID] = id
+	return nil
+}
+
+// RemovePeer implements Transport.
+func (t *MemTransport) RemovePeer(id protocols.ID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p, ok := t.peers[id]; ok {
+		delete(t.byPeer, p)
+		delete(t.peers, id)
+	}
+}
+
+// Send implements Transport. It delivers at once or drops; it never blocks.
+func (t *MemTransport) Send(to protocols.ID, m protocols.Message) {
+	t.mu.RLock()
+	closed := t.closed
+	pid, ok := t.peers[to]
+	t.mu.RUnlock()
+	switch {
+	case closed:
+		t.stats.drop(DropClosed)
+		return
+	case !ok:
+		t.stats.drop(DropUnknownPeer)
+		return
+	}
+	// Encode and decode so the twin refuses exactly what the wire refuses.
+	f, err := EncodeMessage(m)
+	if err == nil {
+		m, err = DecodeMessage(f)
+	}
+	if err != nil {
+		t.stats.drop(Reason(err))
+		return
+	}
+	t.net.mu.RLock()
+	dst := t.net.nodes[pid]
+	t.net.mu.RUnlock()
+	if dst == nil {
+		t.stats.drop(DropSendFailed)
+		return
+	}
+	t.stats.sent[m.Kind].Add(1)
+	dst.deliver(t.peerID, m)
+}
+
+func (t *MemTransport) deliver(fromPeer string, m protocols.Message) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.closed {
+		return
+	}
+	id, ok := t.byPeer[fromPeer]
+	switch {
+	case !ok:
+		t.stats.drop(DropUnauthorized)
+		return
+	case m.From != id:
+		t.stats.drop(DropSpoofedFrom)
+		return
+	case m.To != t.self && m.To != protocols.None:
+		t.stats.drop(DropMisaddressed)
+		return
+	}
+	select {
+	case t.inbound <- m:
+		t.stats.received[m.Kind].Add(1)
+	default:
+		t.stats.drop(DropInboundFull)
+	}
+}
+
+// Close implements Transport: the node leaves the network and Inbound is
+// closed.
+func (t *MemTransport) Close() error {
+	t.net.mu.Lock()
+	if t.net.nodes[t.peerID] == t {
+		delete(t.net.nodes, t.peerID)
+	}
+	t.net.mu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.closed {
+		t.closed = true
+		close(t.inbound)
+	}
+	return nil
+}

@@ -1,0 +1,204 @@
+package transport
+
+import (
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/conclave-agent/conclave/protocols"
+)
+
+// Transport is what the agent needs from the network: fire-and-forget sends
+// to member IDs, one inbound channel, and membership-driven admission. Host
+// is the libp2p implementation, MemTransport the in-memory twin.
+//
+// Send never blocks and never fails loudly: election protocols tolerate
+// loss, so a message that cannot go (unknown peer, full queue, broken
+// stream) is dropped and counted in Stats. All methods are safe for
+// concurrent use.
+type Transport interface {
+	// Send queues m for the member to. It never blocks the caller.
+	Send(to protocols.ID, m protocols.Message)
+	// Inbound delivers authenticated messages addressed to this node. It is
+	// closed when Close returns.
+	Inbound() <-chan protocols.Message
+	// SetPeer admits member id, reachable as peerID at addr (a multiaddr),
+	// or updates its address. Only admitted members may exchange messages.
+	SetPeer(id protocols.ID, peerID string, addr string) error
+	// RemovePeer forgets member id and drops its connections and queue.
+	RemovePeer(id protocols.ID)
+	// Stats returns a snapshot of the counters.
+	Stats() Stats
+	// Close stops every goroutine and releases the network.
+	Close() error
+}
+
+// Compile-time checks that both implementations satisfy Transport.
+var (
+	_ Transport = (*Host)(nil)
+	_ Transport = (*MemTransport)(nil)
+)
+
+// ProtocolID is the libp2p stream protocol election messages travel on.
+const ProtocolID = "/conclave/election/1"
+
+// Defaults applied by New for zero Config fields.
+const (
+	// DefaultQueueLen bounds each peer's outbound queue. A majority leader
+	// sends one heartbeat per peer per interval; 64 covers bursts (an
+	// election plus heartbeats) while a dead peer holds little memory.
+	DefaultQueueLen = 64
+	// DefaultInboundLen bounds the inbound channel the agent drains.
+	DefaultInboundLen = 1024
+	// DefaultWriteTimeout bounds one stream write, so a stalled peer costs
+	// its own sender goroutine time and never anyone else's.
+	DefaultWriteTimeout = 2 * time.Second
+	// DefaultDialTimeout bounds connecting and opening a stream.
+	DefaultDialTimeout = 3 * time.Second
+	// DefaultMinBackoff and DefaultMaxBackoff bound the exponential wait
+	// between reconnection attempts to one peer.
+	DefaultMinBackoff = 100 * time.Millisecond
+	DefaultMaxBackoff = 10 * time.Second
+)
+
+// Config configures a Host. Zero fields take the defaults above.
+type Config struct {
+	// DataDir holds node.key, the node's persistent Ed25519 identity.
+	DataDir string
+	// Listen is the multiaddr to listen on, e.g. /ip4/127.0.0.1/tcp/7947
+	// ([transport] listen).
+	Listen string
+	// ClusterKey, when set, makes libp2p a private network whose
+	// pre-shared key is derived from it ([gossip] key), so only nodes that
+	// may gossip may open election streams.
+	ClusterKey []byte
+	// MaxMessageBytes bounds a frame body ([transport] max_message_bytes);
+	// zero means DefaultMaxMessageBytes.
+	MaxMessageBytes int
+	// Logger receives transport logs and libp2p's own (see SetLibp2pLogger).
+	// Nil means no logging.
+	Logger *zap.Logger
+	// Self is this node's member ID. Messages whose To is neither Self nor
+	// None are dropped as misaddressed.
+	Self protocols.ID
+	// QueueLen bounds each peer's outbound queue.
+	QueueLen int
+	// InboundLen bounds the Inbound channel.
+	InboundLen int
+	// WriteTimeout bounds each stream write.
+	WriteTimeout time.Duration
+	// DialTimeout bounds each connection and stream attempt.
+	DialTimeout time.Duration
+	// MinBackoff and MaxBackoff bound reconnection backoff.
+	MinBackoff, MaxBackoff time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if c.QueueLen <= 0 {
+		c.QueueLen = DefaultQueueLen
+	}
+	if c.InboundLen <= 0 {
+		c.InboundLen = DefaultInboundLen
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = DefaultWriteTimeout
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = DefaultDialTimeout
+	}
+	if c.MinBackoff <= 0 {
+		c.MinBackoff = DefaultMinBackoff
+	}
+	if c.MaxBackoff < c.MinBackoff {
+		c.MaxBackoff = max(DefaultMaxBackoff, c.MinBackoff)
+	}
+}
+
+// Drop reasons counted in Stats.Dropped, besides the decode reasons of
+// Reason (too_large, truncated, malformed, trailing_bytes, unknown_kind,
+// out_of_range), which count frames refused on an inbound stream.
+const (
+	// DropUnknownPeer: Send to an ID that SetPeer never admitted.
+	DropUnknownPeer = "unknown_peer"
+	// DropQueueFull: the peer's outbound queue was full.
+	DropQueueFull = "queue_full"
+	// DropSendFailed: connecting or writing failed; the message is lost.
+	DropSendFailed = "send_failed"
+	// DropInboundFull: the agent did not drain Inbound fast enough.
+	DropInboundFull = "inbound_full"
+	// DropUnauthorized: a stream or connection from a peer id that is not
+	// a current member.
+	DropUnauthorized = "unauthorized_peer"
+	// DropSpoofedFrom: a member sent a message claiming another From.
+	DropSpoofedFrom = "spoofed_from"
+	// DropMisaddressed: a message whose To is another node.
+	DropMisaddressed = "misaddressed"
+	// DropClosed: Send after Close.
+	DropClosed = "closed"
+)
+
+var dropReasons = []string{
+	DropUnknownPeer, DropQueueFull, DropSendFailed, DropInboundFull,
+	DropUnauthorized, DropSpoofedFrom, DropMisaddressed, DropClosed,
+	ReasonTooLarge, ReasonTruncated, ReasonMalformed, ReasonTrailingBytes,
+	ReasonUnknownKind, ReasonOutOfRange, ReasonOther,
+}
+
+// Stats is a snapshot of a transport's counters, keyed by kind name
+// (MessageKind.String) and drop reason. Only non-zero counters appear.
+type Stats struct {
+	// Sent counts messages written to a peer's stream, by kind.
+	Sent map[string]uint64
+	// Received counts messages delivered on Inbound, by kind.
+	Received map[string]uint64
+	// Dropped counts messages and frames lost, by reason.
+	Dropped map[string]uint64
+}
+
+// counters are lock-free so Send and the readers never contend on them.
+type counters struct {
+	sent, received [256]atomic.Uint64
+	dropped        map[string]*atomic.Uint64 // fixed key set, never written after init
+}
+
+func newCounters() *counters {
+	c := &counters{dropped: make(map[string]*atomic.Uint64, len(dropReasons))}
+	for _, r := range dropReasons {
+		c.dropped[r] = new(atomic.Uint64)
+	}
+	return c
+}
+
+func (c *counters) drop(reason string) {
+	if n, ok := c.dropped[reason]; ok {
+		n.Add(1)
+		return
+	}
+	c.dropped[ReasonOther].Add(1)
+}
+
+func (c *counters) snapshot() Stats {
+	s := Stats{Sent: map[string]uint64{}, Received: map[string]uint64{}, Dropped: map[string]uint64{}}
+	for k := range 256 {
+		name := protocols.MessageKind(k).String()
+		if n := c.sent[k].Load(); n > 0 {
+			s.Sent[name] = n
+		}
+		if n := c.received[k].Load(); n > 0 {
+			s.Received[name] = n
+		}
+	}
+	for r, n := range c.dropped {
+		if v := n.Load(); v > 0 {
+			s.Dropped[r] = v
+		}
+	}
+	return s
+}
