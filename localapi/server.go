@@ -1,0 +1,466 @@
+package localapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/conclave-agent/conclave/api"
+)
+
+// Backend is what the server needs from the agent. The agent implements it;
+// tests use a fake. Methods are called from request goroutines, concurrently;
+// each must honour ctx and return promptly (the server bounds every call
+// with Options.RequestTimeout).
+type Backend interface {
+	// Status returns the agent's status now. With consistent, the agent
+	// first confirms its leadership with a quorum; a protocol that cannot
+	// returns an error wrapping ErrConsistentUnsupported.
+	Status(ctx context.Context, consistent bool) (api.Status, error)
+	// Members returns every known member.
+	Members(ctx context.Context) ([]api.Member, error)
+	// Resign asks this node to hand leadership over. It returns an error
+	// wrapping ErrNotLeader when the node does not lead.
+	Resign(ctx context.Context) error
+	// Health returns nil while the agent runs its event loop.
+	Health(ctx context.Context) error
+}
+
+// Limits of the server, chosen for a local control API whose requests are
+// a line of text and whose answers are a few hundred bytes.
+const (
+	// MaxHeaderBytes bounds request headers (net/http adds 4 KiB of slack).
+	MaxHeaderBytes = 16 << 10
+	// MaxBodyBytes bounds request bodies; no endpoint needs one, so larger
+	// declared bodies are refused before anything is read.
+	MaxBodyBytes = 64 << 10
+	// ReadHeaderTimeout closes connections that do not send a request line
+	// and headers in time (slowloris, idle half-open connections).
+	ReadHeaderTimeout = 10 * time.Second
+	// IdleTimeout closes kept-alive connections between requests.
+	IdleTimeout = 2 * time.Minute
+	// DefaultRequestTimeout bounds each Backend call, the reading of a
+	// request body and the writing of an answer (Options.RequestTimeout).
+	DefaultRequestTimeout = 10 * time.Second
+	// watchWriteTimeout bounds one write to a watch stream: a client that
+	// stops reading is dropped instead of holding a goroutine forever.
+	watchWriteTimeout = 10 * time.Second
+)
+
+// Options configures a Server.
+type Options struct {
+	// Backend answers the requests. Required.
+	Backend Backend
+	// Hub feeds /v1/watch and wakes blocking /v1/leader queries. Required.
+	Hub *Hub
+	// Metrics serves /metrics (e.g. promhttp.Handler()); nil → 404.
+	Metrics http.Handler
+	// Logger receives request errors; nil discards them.
+	Logger *slog.Logger
+	// RequestTimeout overrides DefaultRequestTimeout when positive.
+	RequestTimeout time.Duration
+}
+
+type handler struct {
+	method string // the only method allowed
+	serve  func(w http.ResponseWriter, r *http.Request) error
+	stream bool // sets its own write deadlines
+}
+
+// Server is the socket API. Create it with New, then Serve a listener from
+// Listen; it is also an http.Handler for tests.
+type Server struct {
+	backend  Backend
+	hub      *Hub
+	log      *slog.Logger
+	timeout  time.Duration
+	handlers map[string]handler // keyed by path, tailscale style
+	counts   counters
+
+	done     chan struct{} // closed by Shutdown: ends streams and waits
+	doneOnce sync.Once
+
+	mu   sync.Mutex
+	http *http.Server
+}
+
+// New returns a Server for opts.
+func New(opts Options) (*Server, error) {
+	if opts.Backend == nil || opts.Hub == nil {
+		return nil, errors.New("localapi: Options.Backend and Options.Hub are required")
+	}
+	s := &Server{
+		backend: opts.Backend,
+		hub:     opts.Hub,
+		log:     opts.Logger,
+		timeout: opts.RequestTimeout,
+		done:    make(chan struct{}),
+	}
+	if s.timeout <= 0 {
+		s.timeout = DefaultRequestTimeout
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.handlers = map[string]handler{
+		api.PathStatus:  {method: http.MethodGet, serve: s.serveStatus},
+		api.PathLeader:  {method: http.MethodGet, serve: s.serveLeader, stream: true},
+		api.PathWatch:   {method: http.MethodGet, serve: s.serveWatch, stream: true},
+		api.PathMembers: {method: http.MethodGet, serve: s.serveMembers},
+		api.PathResign:  {method: http.MethodPost, serve: s.serveResign},
+		api.PathHealth:  {method: http.MethodGet, serve: s.serveHealth},
+	}
+	if opts.Metrics != nil {
+		m := opts.Metrics
+		s.handlers[api.PathMetrics] = handler{method: http.MethodGet, serve: func(w http.ResponseWriter, r *http.Request) error {
+			m.ServeHTTP(w, r)
+			return nil
+		}}
+	}
+	return s, nil
+}
+
+// ServeHTTP dispatches a request by path, checks its method and size,
+// counts it, and turns handler errors into {"error": …} answers.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h, known := s.handlers[r.URL.Path]
+	label := r.URL.Path
+	if !known {
+		label = "other" // bounded label cardinality for metrics
+	}
+	rec := &recorder{ResponseWriter: w}
+	defer func() { s.counts.inc(label, rec.code()) }()
+
+	switch {
+	case !known:
+		writeError(rec, http.StatusNotFound, fmt.Sprintf("no such endpoint %q", r.URL.Path))
+		return
+	case r.Method != h.method && !(h.method == http.MethodGet && r.Method == http.MethodHead):
+		rec.Header().Set("Allow", h.method)
+		writeError(rec, http.StatusMethodNotAllowed, fmt.Sprintf("%s needs %s, not %s", r.URL.Path, h.method, r.Method))
+		return
+	case r.ContentLength > MaxBodyBytes:
+		writeError(rec, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", MaxBodyBytes))
+		return
+	}
+	if r.ContentLength != 0 {
+		// No endpoint uses a body, but clients may send one ("{}" on a
+		// POST). Read it now, bounded in size and time, before acting:
+		// left unread, net/http would try to drain it after the handler
+		// and wait forever for a client that never sends it.
+		if err := s.drainBody(rec, r); err != nil {
+			code := http.StatusBadRequest
+			if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+				code = http.StatusRequestEntityTooLarge
+			}
+			writeError(rec, code, "reading request body: "+err.Error())
+			return
+		}
+	}
+	if !h.stream {
+		_ = http.NewResponseController(rec).SetWriteDeadline(time.Now().Add(s.timeout))
+	}
+	if err := h.serve(rec, r); err != nil {
+		code := statusFor(err)
+		if code >= 500 {
+			s.log.Warn("localapi request failed", "path", r.URL.Path, "code", code, "err", err)
+		}
+		if rec.wrote {
+			return // a stream already started; nothing more can be said
+		}
+		writeError(rec, code, err.Error())
+	}
+}
+
+func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request) error {
+	consistent, err := boolParam(r, api.ParamConsistent)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
+	defer cancel()
+	st, err := s.backend.Status(ctx, consistent)
+	if err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+func (s *Server) serveMembers(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
+	defer cancel()
+	ms, err := s.backend.Members(ctx)
+	if err != nil {
+		return fmt.Errorf("members: %w", err)
+	}
+	out := make([]api.Member, len(ms)) // never null on the wire
+	for i, m := range ms {
+		// JSON has no infinity or NaN: encoding would fail mid-answer.
+		switch {
+		case math.IsNaN(m.Phi):
+			m.Phi = 0
+		case m.Phi > api.MaxPhi:
+			m.Phi = api.MaxPhi
+		}
+		out[i] = m
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) serveResign(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
+	defer cancel()
+	if err := s.backend.Resign(ctx); err != nil {
+		return fmt.Errorf("resign: %w", err)
+	}
+	writeJSON(w, http.StatusOK, api.Resigned{Resigned: true})
+	return nil
+}
+
+func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
+	defer cancel()
+	if err := s.backend.Health(ctx); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	writeJSON(w, http.StatusOK, api.Health{Status: "ok"})
+	return nil
+}
+
+// serveLeader answers at once without ParamIndex; with it, it blocks until
+// the epoch exceeds the index, the wait ends, or the server shuts down, and
+// then answers with the leader at that moment (Consul blocking query).
+func (s *Server) serveLeader(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	var index uint64
+	blocking := q.Has(api.ParamIndex)
+	if blocking {
+		var err error
+		index, err = strconv.ParseUint(q.Get(api.ParamIndex), 10, 64)
+		if err != nil {
+			return fmt.Errorf("%w: %s must be a decimal epoch, got %q", errBadRequest, api.ParamIndex, q.Get(api.ParamIndex))
+		}
+	}
+	wait := api.DefaultWait
+	if q.Has(api.ParamWait) {
+		d, err := time.ParseDuration(q.Get(api.ParamWait))
+		if err != nil || d < 0 {
+			return fmt.Errorf("%w: %s must be a non-negative duration such as \"30s\", got %q", errBadRequest, api.ParamWait, q.Get(api.ParamWait))
+		}
+		wait = min(d, api.MaxWait)
+	}
+	if !blocking {
+		wait = 0
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Now().Add(wait + s.timeout))
+
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		// Take the wake-up channel before asking the backend, so a change
+		// between the two wakes us instead of being missed.
+		_, _, changed := s.hub.wait()
+		ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
+		st, err := s.backend.Status(ctx, false)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("leader: %w", err)
+		}
+		if !blocking || st.Epoch > index {
+			writeJSON(w, http.StatusOK, st.LeaderInfo())
+			return nil
+		}
+		select {
+		case <-changed:
+			continue
+		case <-timer.C:
+		case <-s.done:
+		case <-r.Context().Done():
+			return nil // the client left; nobody to answer
+		}
+		// Time is up: answer with the current leader, like Consul.
+		ctx, cancel = context.WithTimeout(r.Context(), s.timeout)
+		st, err = s.backend.Status(ctx, false)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("leader: %w", err)
+		}
+		writeJSON(w, http.StatusOK, st.LeaderInfo())
+		return nil
+	}
+}
+
+// serveWatch streams the current status and then every change as NDJSON.
+// When the hub closes the subscription (lag, shutdown) the last line is an
+// api.Error saying why.
+func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request) error {
+	sub := s.hub.Subscribe()
+	defer sub.Close()
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", api.ContentTypeNDJSON)
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	if err := rc.Flush(); err != nil {
+		return fmt.Errorf("watch: %w", err)
+	}
+	enc := json.NewEncoder(w)
+	send := func(v any) error {
+		if err := rc.SetWriteDeadline(time.Now().Add(watchWriteTimeout)); err != nil {
+			return fmt.Errorf("watch: %w", err)
+		}
+		if err := enc.Encode(v); err != nil {
+			return fmt.Errorf("watch: %w", err)
+		}
+		return rc.Flush()
+	}
+	for {
+		select {
+		case st, ok := <-sub.C():
+			if !ok {
+				if err := sub.Err(); err != nil {
+					return send(api.Error{Error: err.Error()})
+				}
+				return nil
+			}
+			if err := send(st); err != nil {
+				return err
+			}
+		case <-s.done:
+			return send(api.Error{Error: ErrHubClosed.Error()})
+		case <-r.Context().Done():
+			return nil
+		}
+	}
+}
+
+// Serve answers requests on ln until Shutdown. It returns nil after
+// Shutdown and the accept error otherwise.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.http != nil {
+		s.mu.Unlock()
+		return errors.New("localapi: Serve called twice")
+	}
+	s.http = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		IdleTimeout:       IdleTimeout,
+		MaxHeaderBytes:    MaxHeaderBytes,
+		// No ReadTimeout/WriteTimeout: they would cut watch streams and
+		// blocking queries; ServeHTTP sets per-request write deadlines.
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	srv := s.http
+	s.mu.Unlock()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("localapi: serve: %w", err)
+	}
+	return nil
+}
+
+// Shutdown ends watch streams and blocking queries (each gets a final
+// answer), stops accepting, and waits for requests in flight until ctx
+// ends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.doneOnce.Do(func() { close(s.done) })
+	s.mu.Lock()
+	srv := s.http
+	s.mu.Unlock()
+	if srv == nil {
+		return nil
+	}
+	if err := srv.Shutdown(ctx); err != nil {
+		return fmt.Errorf("localapi: shutdown: %w", err)
+	}
+	return nil
+}
+
+// drainBody reads and discards r's body under a read deadline, then clears
+// the deadline: a deadline left set would cancel the context of a long
+// watch or blocking query when net/http's background read hits it.
+func (s *Server) drainBody(w http.ResponseWriter, r *http.Request) error {
+	rc := http.NewResponseController(w)
+	if err := rc.SetReadDeadline(time.Now().Add(s.timeout)); err != nil {
+		return err
+	}
+	_, err := io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		return err
+	}
+	return rc.SetReadDeadline(time.Time{})
+}
+
+func boolParam(r *http.Request, name string) (bool, error) {
+	q := r.URL.Query()
+	if !q.Has(name) {
+		return false, nil
+	}
+	v := q.Get(name)
+	if v == "" {
+		return true, nil // "?consistent" alone, as in Consul
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%w: %s must be true or false, got %q", errBadRequest, name, v)
+	}
+	return b, nil
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		code = http.StatusInternalServerError
+		b, _ = json.Marshal(api.Error{Error: "encoding answer: " + err.Error()})
+	}
+	w.Header().Set("Content-Type", api.ContentTypeJSON)
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(code)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, api.Error{Error: msg})
+}
+
+// recorder remembers the status code for the request counters.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.status, r.wrote = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if !r.wrote {
+		r.status, r.wrote = http.StatusOK, true
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach Flush and the deadlines.
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+func (r *recorder) code() int {
+	if !r.wrote {
+		return http.StatusOK
+	}
+	return r.status
+}
