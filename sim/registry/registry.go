@@ -12,6 +12,7 @@ import (
 	"github.com/conclave-agent/conclave/protocols"
 	"github.com/conclave-agent/conclave/protocols/bully"
 	"github.com/conclave-agent/conclave/protocols/majority"
+	"github.com/conclave-agent/conclave/protocols/ring"
 	"github.com/conclave-agent/conclave/sim"
 )
 
@@ -28,6 +29,8 @@ type Entry struct {
 var entries = map[string]Entry{
 	"majority": {Factory: Majority(majority.Unsafe{}), Checks: sim.AllChecks},
 	"bully":    {Factory: Bully(), Checks: sim.NoLeaseChecks},
+	"ring":     {Factory: Ring(ring.AlgLCR), Checks: sim.NoLeaseChecks},
+	"ring-hs":  {Factory: Ring(ring.AlgHS), Checks: sim.NoLeaseChecks},
 }
 
 // Names lists the registered protocols, sorted.
@@ -97,6 +100,23 @@ func Bully() sim.Factory {
 			Members:           c.Members,
 			HeartbeatInterval: c.HeartbeatInterval,
 			ElectionTimeout:   c.ElectionTimeout,
+			HardState:         c.HardState,
+			Now:               c.Now,
+			Rand:              c.Rand,
+		})
+	}
+}
+
+// Ring builds ring nodes running the given algorithm (ring.AlgLCR or
+// ring.AlgHS).
+func Ring(algorithm string) sim.Factory {
+	return func(c sim.NodeConfig) (protocols.Protocol, error) {
+		return ring.New(ring.Config{
+			ID:                c.Self.ID,
+			Members:           c.Members,
+			HeartbeatInterval: c.HeartbeatInterval,
+			ElectionTimeout:   c.ElectionTimeout,
+			Algorithm:         algorithm,
 			HardState:         c.HardState,
 			Now:               c.Now,
 			Rand:              c.Rand,
