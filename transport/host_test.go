@@ -229,7 +229,11 @@ func TestWrongClusterKeyCannotConnect(t *testing.T) {
 	if hint := entries[0].ContextMap()["hint"]; !strings.Contains(fmt.Sprint(hint), "cluster key") {
 		t.Fatalf("hint %q does not mention the cluster key", hint)
 	}
-	t.Logf("logged: %s %v", entries[0].Message, entries[0].ContextMap())
+	t.Logf("dialer logged: %s %v", entries[0].Message, entries[0].ContextMap())
+	// b started last, so libp2p's process-wide log goes to b's logger.
+	waitFor(t, "b to log the failed handshake", func() bool {
+		return b.logs.FilterMessage("accept upgrade error").FilterLevelExact(zap.WarnLevel).Len() > 0
+	})
 }
 
 func TestSpoofedFromIsDropped(t *testing.T) {

@@ -54,19 +54,42 @@ func zapLevel(l slog.Level) zapcore.Level {
 	}
 }
 
-// Enabled implements slog.Handler.
+// promoted are libp2p debug messages an operator needs to see: they are
+// the only trace, on the accepting side, of a peer that failed the
+// handshake. They are raised to warnings with a hint.
+var promoted = map[string]string{
+	"accept upgrade error": "an inbound connection failed its handshake: the remote most likely has a different cluster key (gossip.key) or is not a conclave node",
+}
+
+// Enabled implements slog.Handler. libp2p's own debug output (dependency
+// injection traces, every dial step) would drown ours, so it is dropped,
+// except the few promoted messages.
 func (h *zapHandler) Enabled(_ context.Context, l slog.Level) bool {
+	if l < slog.LevelInfo {
+		return h.logger().Core().Enabled(zapcore.WarnLevel)
+	}
 	return h.logger().Core().Enabled(zapLevel(l))
 }
 
 // Handle implements slog.Handler.
 func (h *zapHandler) Handle(_ context.Context, r slog.Record) error {
-	ce := h.logger().Check(zapLevel(r.Level), r.Message)
+	lvl := zapLevel(r.Level)
+	hint, promote := promoted[r.Message]
+	if r.Level < slog.LevelInfo {
+		if !promote {
+			return nil
+		}
+		lvl = zapcore.WarnLevel
+	}
+	ce := h.logger().Check(lvl, r.Message)
 	if ce == nil {
 		return nil
 	}
-	fields := make([]zap.Field, 0, len(h.attrs)+r.NumAttrs())
+	fields := make([]zap.Field, 0, len(h.attrs)+r.NumAttrs()+1)
 	fields = append(fields, h.attrs...)
+	if promote {
+		fields = append(fields, zap.String("hint", hint))
+	}
 	r.Attrs(func(a slog.Attr) bool {
 		fields = appendAttr(fields, h.prefix, a)
 		return true

@@ -1,0 +1,46 @@
+package transport
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+func TestSlogBridgeForwardsToZap(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	prev := bridgeLogger.Load()
+	t.Cleanup(func() {
+		if prev != nil {
+			bridgeLogger.Store(prev)
+		}
+	})
+	SetLibp2pLogger(zap.New(core))
+	l := slog.New(&zapHandler{}).With("logger", "swarm").WithGroup("conn")
+	l.Debug("hidden")
+	l.Warn("dial failed", "peer", "p1", slog.Group("addr", "ip", "127.0.0.1"))
+	l.Debug("accept upgrade error", "err", "boom")
+	if !l.Handler().Enabled(context.Background(), slog.LevelWarn) {
+		t.Error("warn disabled on a debug logger")
+	}
+	all := logs.All()
+	if len(all) != 2 {
+		t.Fatalf("got %d entries: %v", len(all), all)
+	}
+	e := all[0]
+	if e.Level != zapcore.WarnLevel || e.Message != "dial failed" || e.LoggerName != "libp2p" {
+		t.Fatalf("entry %+v", e)
+	}
+	ctx := e.ContextMap()
+	if ctx["logger"] != "swarm" || ctx["conn.peer"] != "p1" || ctx["conn.addr.ip"] != "127.0.0.1" {
+		t.Fatalf("fields %v", ctx)
+	}
+	// The one debug message that explains a refused handshake is raised.
+	p := all[1]
+	if p.Level != zapcore.WarnLevel || p.Message != "accept upgrade error" || p.ContextMap()["hint"] == nil {
+		t.Fatalf("promoted entry %+v", p)
+	}
+}
