@@ -37,5 +37,21 @@
 // different leaders under the same epoch; and, once every fault is healed,
 // a leader that every node agrees on is elected within Checks.LivenessBound.
 // The first violation stops the run; the Violation names the invariant and
-// the seed and carries the last events of the trace.
+// the seed and carries the last events of the trace. With VoteOncePerTerm
+// it also checks, on the wire, that no node grants two candidates its vote
+// in one term.
+//
+// # Running
+//
+// Run draws a schedule from a seed and runs it; RunSchedule runs a
+// hand-written one; RunMany runs a batch of seeds on several goroutines.
+// The tests replay one schedule with its full trace:
+//
+//	go test ./sim -run TestMajoritySchedules -seed N -v
+//
+// and sim/cmd/soak runs long batches of any registered protocol
+// (sim/registry):
+//
+//	go run ./sim/cmd/soak -protocol majority -schedules 200000 -seed 1 -workers 2
+//	go run ./sim/cmd/soak -protocol majority -replay N
 package sim

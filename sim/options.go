@@ -137,6 +137,17 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Factory == nil {
 		return o, errors.New("sim: Options.Factory is required")
 	}
+	if o.MaxClockDrift >= 0.5 {
+		return o, errors.New("sim: MaxClockDrift must be below 0.5")
+	}
+	if o.Nodes < 0 || o.Nodes > 64 {
+		return o, errors.New("sim: Nodes must be between 1 and 64")
+	}
+	return o.fill(), nil
+}
+
+// fill sets every zero field to its default.
+func (o Options) fill() Options {
 	if o.TickInterval <= 0 {
 		o.TickInterval = 10 * time.Millisecond
 	}
@@ -151,8 +162,6 @@ func (o Options) withDefaults() (Options, error) {
 		o.MaxClockDrift = 0.005
 	case o.MaxClockDrift < 0:
 		o.MaxClockDrift = 0
-	case o.MaxClockDrift >= 0.5:
-		return o, errors.New("sim: MaxClockDrift must be below 0.5")
 	}
 	if o.FaultPhaseMin <= 0 {
 		o.FaultPhaseMin = 20 * o.ElectionTimeout
@@ -172,8 +181,5 @@ func (o Options) withDefaults() (Options, error) {
 	if o.TraceLen <= 0 {
 		o.TraceLen = 300
 	}
-	if o.Nodes < 0 || o.Nodes > 64 {
-		return o, errors.New("sim: Nodes must be between 1 and 64")
-	}
-	return o, nil
+	return o
 }

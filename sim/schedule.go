@@ -128,8 +128,10 @@ type Schedule struct {
 	ClockRates []float64
 }
 
-// RandomSchedule draws a schedule from rng for the given (defaulted) options.
+// RandomSchedule draws a schedule from rng for the given options (zero
+// fields take their defaults; Factory and Checks are not used).
 func RandomSchedule(rng *rand.Rand, o Options) Schedule {
+	o = o.fill()
 	et := o.ElectionTimeout
 	s := Schedule{Nodes: o.Nodes}
 	if s.Nodes == 0 {
