@@ -5,13 +5,19 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/conclave-agent/conclave/protocols"
 	"github.com/conclave-agent/conclave/protocols/bully"
 	"github.com/conclave-agent/conclave/sim"
 )
 
-const simSchedules = 2000
+const (
+	simSchedules = 2000
+	// simET is the runs' election timeout; the liveness bound is 30 of
+	// them after the heal.
+	simET = 100 * time.Millisecond
+)
 
 // captured remembers the newest instance the factory built per node id, so
 // that after a run the test can ask who each live node follows.
@@ -99,6 +105,9 @@ func highestLeads(res sim.Result, nodes map[protocols.ID]protocols.Protocol) str
 		return "no agreement on a leader after the heal"
 	}
 	top := protocols.ID(res.Schedule.Nodes)
+	if len(nodes) != res.Schedule.Nodes {
+		return fmt.Sprintf("captured %d instances of %d nodes", len(nodes), res.Schedule.Nodes)
+	}
 	for id, n := range nodes {
 		if s := n.Status(0); s.Leader != top {
 			return fmt.Sprintf("n%d follows %d, want highest id %d", id, s.Leader, top)
@@ -121,8 +130,7 @@ func TestSimAssumptions(t *testing.T) {
 				check = nil
 			}
 			st := runSchedules(t, simSchedules, func(f sim.Factory) sim.Options {
-				o := sim.Options{Factory: f}
-				o.Checks = sim.NoLeaseChecks(100e6)
+				o := sim.Options{Factory: f, ElectionTimeout: simET, Checks: sim.NoLeaseChecks(simET)}
 				o.Faults = []sim.FaultKind{sim.FaultCrash, sim.FaultPause, sim.FaultSlowNetwork}
 				return o
 			}, noPreempt, check)
@@ -141,7 +149,7 @@ func TestSimPartitions(t *testing.T) {
 	for _, noPreempt := range []bool{false, true} {
 		t.Run(fmt.Sprintf("preempt=%v", !noPreempt), func(t *testing.T) {
 			st := runSchedules(t, simSchedules, func(f sim.Factory) sim.Options {
-				return sim.Options{Factory: f, Checks: sim.NoLeaseChecks(100e6)}
+				return sim.Options{Factory: f, ElectionTimeout: simET, Checks: sim.NoLeaseChecks(simET)}
 			}, noPreempt, nil)
 			for _, k := range sim.ScheduledFaults() {
 				if st.Faults[k] == 0 {
