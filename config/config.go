@@ -1,6 +1,10 @@
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/conclave-agent/conclave/phi"
+)
 
 // Config is the whole agent configuration. Its zero value is not useful:
 // start from Default, then Load. The toml tags are the contract of DESIGN §4.
@@ -97,6 +101,18 @@ const (
 	FormatConsole = "console"
 )
 
+// PhiConfig returns the phi detector configuration for d: heartbeat_interval
+// becomes the detector's first inter-arrival estimate.
+func (d Detector) PhiConfig() phi.Config {
+	return phi.Config{
+		Threshold:              d.Threshold,
+		MaxSamples:             d.MaxSamples,
+		MinStdDev:              d.MinStdDev.Std(),
+		AcceptablePause:        d.AcceptablePause.Std(),
+		FirstHeartbeatEstimate: d.HeartbeatInterval.Std(),
+	}
+}
+
 // Election configures the election protocol.
 type Election struct {
 	// Protocol is "majority", "bully" or "ring".
@@ -138,22 +154,12 @@ type Log struct {
 	Format string `toml:"format"`
 }
 
-// Detector defaults.
-//
-// TODO(phi): take these from phi.DefaultConfig() and
-// phi.DefaultHeartbeatInterval once the phi package has landed, so the
-// detector and its configuration cannot drift apart.
-const (
-	defaultHeartbeatInterval = 100 * time.Millisecond
-	defaultThreshold         = 8
-	defaultMaxSamples        = 200
-	defaultMinStdDev         = 50 * time.Millisecond
-	defaultAcceptablePause   = 0
-)
-
 // Default returns the built-in defaults. Node name, id, data_dir, the
 // voters and the API socket have no sensible default and stay empty.
 func Default() Config {
+	// The detector's defaults are phi's own, so the detector and its
+	// configuration cannot drift apart.
+	pd := phi.DefaultConfig()
 	return Config{
 		Gossip: Gossip{
 			Bind:    "127.0.0.1:7946",
@@ -164,11 +170,11 @@ func Default() Config {
 			MaxMessageBytes: 4096,
 		},
 		Detector: Detector{
-			HeartbeatInterval: Duration(defaultHeartbeatInterval),
-			Threshold:         defaultThreshold,
-			MaxSamples:        defaultMaxSamples,
-			MinStdDev:         Duration(defaultMinStdDev),
-			AcceptablePause:   Duration(defaultAcceptablePause),
+			HeartbeatInterval: Duration(phi.DefaultHeartbeatInterval),
+			Threshold:         pd.Threshold,
+			MaxSamples:        pd.MaxSamples,
+			MinStdDev:         Duration(pd.MinStdDev),
+			AcceptablePause:   Duration(pd.AcceptablePause),
 		},
 		Election: Election{
 			Protocol:        ProtocolMajority,

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/conclave-agent/conclave/phi"
 )
 
 // minimal is the smallest valid file: the keys without defaults.
@@ -49,10 +51,10 @@ func TestDefaults(t *testing.T) {
 		got, want any
 	}{
 		{"heartbeat_interval", c.Detector.HeartbeatInterval.Std(), 100 * time.Millisecond},
-		{"threshold", c.Detector.Threshold, 8.0},
-		{"max_samples", c.Detector.MaxSamples, 200},
-		{"min_std_dev", c.Detector.MinStdDev.Std(), 50 * time.Millisecond},
-		{"acceptable_pause", c.Detector.AcceptablePause.Std(), time.Duration(0)},
+		{"threshold", c.Detector.Threshold, phi.DefaultConfig().Threshold},
+		{"max_samples", c.Detector.MaxSamples, phi.DefaultConfig().MaxSamples},
+		{"min_std_dev", c.Detector.MinStdDev.Std(), phi.DefaultConfig().MinStdDev},
+		{"acceptable_pause", c.Detector.AcceptablePause.Std(), phi.DefaultConfig().AcceptablePause},
 		{"protocol", c.Election.Protocol, "majority"},
 		{"election_timeout", c.Election.ElectionTimeout.Std(), time.Second},
 		{"prevote", c.Election.PreVote, true},
@@ -209,6 +211,36 @@ func TestValidateRules(t *testing.T) {
 		if err := c.Validate(); err != nil {
 			t.Errorf("%s: Validate = %v, want nil", name, err)
 		}
+	}
+}
+
+func TestPhiConfigValidates(t *testing.T) {
+	d := Default().Detector
+	pc := d.PhiConfig()
+	if err := pc.Validate(); err != nil {
+		t.Fatalf("default detector is not a valid phi.Config: %v", err)
+	}
+	want := phi.DefaultConfig()
+	if pc != want {
+		t.Errorf("PhiConfig() = %+v, want phi.DefaultConfig() %+v", pc, want)
+	}
+	// Any detector section that passes Validate builds a detector.
+	c := Default()
+	c.Node = Node{Name: "n1", ID: 1, DataDir: "d"}
+	c.Election.Voters, c.API.Socket = []string{"n1"}, "s"
+	c.Detector = Detector{HeartbeatInterval: Duration(phi.MaxDuration), Threshold: phi.MaxThreshold, MaxSamples: phi.MaxMaxSamples, MinStdDev: Duration(phi.MaxDuration), AcceptablePause: Duration(phi.MaxDuration)}
+	c.Election.ElectionTimeout = Duration(3 * phi.MaxDuration)
+	if err := c.Validate(); err != nil {
+		t.Fatalf("extreme valid detector: %v", err)
+	}
+	if err := c.Detector.PhiConfig().Validate(); err != nil {
+		t.Errorf("config accepts what phi refuses: %v", err)
+	}
+	c.Detector.MaxSamples = phi.MaxMaxSamples + 1
+	c.Detector.MinStdDev = Duration(phi.MaxDuration + 1)
+	var ve *ValidationError
+	if err := c.Validate(); !errors.As(err, &ve) || !slices.Equal(ve.Keys(), []string{"detector.max_samples", "detector.min_std_dev"}) {
+		t.Errorf("beyond phi's bounds: %v", err)
 	}
 }
 

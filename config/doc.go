@@ -8,7 +8,8 @@
 //
 // This package only reads and checks configuration. It must never open
 // sockets, create directories or files, start goroutines, or import the
-// agent, the protocols or any network library: the agent acts on a Config
+// agent, the protocols or any network library (it imports phi, a pure
+// library, for the detector's defaults and bounds): the agent acts on a Config
 // after it has been validated, so a bad file fails before anything happens.
 //
 // Relative paths (node.data_dir, api.socket) are kept as written and are

@@ -3,11 +3,12 @@ package config
 import (
 	"encoding/base64"
 	"fmt"
-	"math"
 	"net"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/conclave-agent/conclave/phi"
 )
 
 // MaxNodeID is the largest valid node.id. Bully and ring epochs carry the
@@ -182,18 +183,30 @@ func positive(ch *checker, key string, d Duration) {
 }
 
 func (c *Config) validateDetector(ch *checker) {
+	// The bounds are phi's, so a Config that validates always builds a
+	// detector.
 	d := c.Detector
-	positive(ch, "detector.heartbeat_interval", d.HeartbeatInterval)
-	if !(d.Threshold > 0) || math.IsInf(d.Threshold, 0) {
-		ch.add("detector.threshold", "%v must be a positive finite number", d.Threshold)
+	within := func(key string, v Duration, allowZero bool) {
+		switch {
+		case v < 0 || (v == 0 && !allowZero):
+			if allowZero {
+				ch.add(key, "%s must not be negative", v)
+			} else {
+				ch.add(key, "%s must be positive", v)
+			}
+		case v.Std() > phi.MaxDuration:
+			ch.add(key, "%s is longer than %s", v, phi.MaxDuration)
+		}
 	}
-	if d.MaxSamples < 2 || d.MaxSamples > 100_000 {
-		ch.add("detector.max_samples", "%d is out of range: must be 2 … 100000", d.MaxSamples)
+	within("detector.heartbeat_interval", d.HeartbeatInterval, false)
+	if !(d.Threshold > 0) || d.Threshold > phi.MaxThreshold {
+		ch.add("detector.threshold", "%v is out of range: must be in (0, %g]", d.Threshold, float64(phi.MaxThreshold))
 	}
-	positive(ch, "detector.min_std_dev", d.MinStdDev)
-	if d.AcceptablePause < 0 {
-		ch.add("detector.acceptable_pause", "%s must not be negative", d.AcceptablePause)
+	if d.MaxSamples < 2 || d.MaxSamples > phi.MaxMaxSamples {
+		ch.add("detector.max_samples", "%d is out of range: must be 2 … %d", d.MaxSamples, phi.MaxMaxSamples)
 	}
+	within("detector.min_std_dev", d.MinStdDev, false)
+	within("detector.acceptable_pause", d.AcceptablePause, true)
 }
 
 func (c *Config) validateElection(ch *checker) {
