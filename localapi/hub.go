@@ -78,12 +78,12 @@ func (h *Hub) Current() (s api.Status, ok bool) {
 	return h.cur, h.have
 }
 
-// wait returns the current status and a channel closed at the next change
-// (or at Close), taken together so no change can slip in between.
-func (h *Hub) wait() (api.Status, bool, <-chan struct{}) {
+// wakeup returns a channel closed at the next change, and whether the hub
+// is closed (then no change will come).
+func (h *Hub) wakeup() (changed <-chan struct{}, closed bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.cur, h.have, h.changed
+	return h.changed, h.closed
 }
 
 // Subscribe registers a watcher. Its channel first yields the current

@@ -83,12 +83,18 @@ func TestHubClose(t *testing.T) {
 	h := NewHub(0)
 	h.Publish(statusEpoch(1))
 	w := h.Subscribe()
-	_, _, changed := h.wait()
+	changed, closed := h.wakeup()
+	if closed {
+		t.Fatal("open hub reports closed")
+	}
 	h.Close()
 	select {
 	case <-changed:
 	default:
 		t.Error("Close did not wake blocking queries")
+	}
+	if _, closed := h.wakeup(); !closed {
+		t.Error("closed hub reports open")
 	}
 	recv(t, w) // the snapshot is still delivered
 	if _, ok := <-w.C(); ok {

@@ -271,7 +271,7 @@ func (s *Server) serveLeader(w http.ResponseWriter, r *http.Request) error {
 	for {
 		// Take the wake-up channel before asking the backend, so a change
 		// between the two wakes us instead of being missed.
-		_, _, changed := s.hub.wait()
+		changed, hubClosed := s.hub.wakeup()
 		ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
 		st, err := s.backend.Status(ctx, false)
 		cancel()
@@ -279,6 +279,11 @@ func (s *Server) serveLeader(w http.ResponseWriter, r *http.Request) error {
 			return fmt.Errorf("leader: %w", err)
 		}
 		if !blocking || st.Epoch > index {
+			writeJSON(w, http.StatusOK, st.LeaderInfo())
+			return nil
+		}
+		if hubClosed {
+			// The agent is stopping: no change will come; answer now.
 			writeJSON(w, http.StatusOK, st.LeaderInfo())
 			return nil
 		}

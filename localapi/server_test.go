@@ -213,6 +213,29 @@ func TestLeaderBlockingEndsOnShutdown(t *testing.T) {
 	}
 }
 
+func TestLeaderBlockingEndsWhenHubCloses(t *testing.T) {
+	calls := make(chan struct{}, 1)
+	be := &fakeBackend{status: statusEpoch(5), statusCalls: calls}
+	ts := startServer(t, be, Options{})
+	done := make(chan api.Leader, 1)
+	go func() {
+		var l api.Leader
+		ts.do(t, http.MethodGet, api.PathLeader+"?index=5&wait=5m", &l)
+		done <- l
+	}()
+	<-calls
+	ts.hub.Close()
+	if l := <-done; l.Epoch != 5 {
+		t.Errorf("answer when the hub closed: %+v", l)
+	}
+	// Later blocking queries answer at once too.
+	var l api.Leader
+	ts.do(t, http.MethodGet, api.PathLeader+"?index=5&wait=5m", &l)
+	if l.Epoch != 5 {
+		t.Errorf("blocking query on a closed hub: %+v", l)
+	}
+}
+
 func TestWatch(t *testing.T) {
 	ts := startServer(t, nil, Options{})
 	ts.hub.Publish(statusEpoch(1))

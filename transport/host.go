@@ -67,6 +67,9 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if cfg.Listen == "" {
 		return nil, errors.New("transport: listen address is not set")
 	}
+	if cfg.Self == protocols.None {
+		return nil, errors.New("transport: Self (this node's member id) is not set")
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("transport: %w", err)
 	}
@@ -141,7 +144,9 @@ func (t *Host) Inbound() <-chan protocols.Message { return t.inbound }
 func (t *Host) Stats() Stats { return t.stats.snapshot() }
 
 // SetPeer implements Transport. addr is the member's transport multiaddr,
-// optionally ending in /p2p/<peerID>.
+// optionally ending in /p2p/<peerID>. Changing a member's peer id or
+// address restarts its sender; messages still queued for it are dropped
+// (uncounted: they were never attempted).
 func (t *Host) SetPeer(id protocols.ID, peerID string, addr string) error {
 	if id == protocols.None || id == t.cfg.Self {
 		return fmt.Errorf("transport: set peer: invalid member id %d", id)

@@ -411,7 +411,7 @@ func TestCorruptKeyFileIsAnErrorNamingIt(t *testing.T) {
 	if err := os.WriteFile(path, []byte("not a key"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := New(context.Background(), Config{DataDir: dir, Listen: "/ip4/127.0.0.1/tcp/0"})
+	_, err := New(context.Background(), Config{DataDir: dir, Listen: "/ip4/127.0.0.1/tcp/0", Self: 1})
 	if err == nil || !strings.Contains(err.Error(), path) {
 		t.Fatalf("err = %v, want one naming %s", err, path)
 	}
