@@ -180,4 +180,3 @@ func TestSimHighestCheckHasTeeth(t *testing.T) {
 	}
 	t.Fatal("NoPreempt never left a lower id leading: highestLeads checks nothing")
 }
-
