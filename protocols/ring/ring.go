@@ -44,7 +44,7 @@ type member struct {
 type Node struct {
 	id     protocols.ID
 	hb, et time.Duration
-	hs     bool // Hirschberg-Sinclair rather than LCR
+	useHS  bool // Hirschberg-Sinclair rather than LCR
 	rand   *rand.Rand
 	log    protocols.Logger
 
@@ -95,7 +95,7 @@ func New(cfg Config) (*Node, error) {
 		id:     cfg.ID,
 		hb:     hb,
 		et:     et,
-		hs:     cfg.Algorithm == AlgHS,
+		useHS:  cfg.Algorithm == AlgHS,
 		rand:   cfg.Rand,
 		log:    cfg.Logger,
 		now:    cfg.Now,
@@ -220,7 +220,7 @@ func (n *Node) startElection() {
 	n.participant = true
 	n.leader = protocols.None
 	n.roundEnd = n.timeout()
-	if n.hs {
+	if n.useHS {
 		n.phase, n.replies = 0, 0
 		n.probe()
 		return
@@ -306,11 +306,11 @@ func (n *Node) Step(now protocols.Time, m protocols.Message) error {
 	switch m.Kind {
 	case protocols.MsgRingLeader, protocols.MsgHeartbeat, protocols.MsgHeartbeatResp:
 	case protocols.MsgRingElect:
-		if n.hs {
+		if n.useHS {
 			return protocols.ErrUnknownKind
 		}
 	case protocols.MsgHSProbe, protocols.MsgHSReply:
-		if !n.hs {
+		if !n.useHS {
 			return protocols.ErrUnknownKind
 		}
 	default:
@@ -584,7 +584,7 @@ func (n *Node) Resign(now protocols.Time) error {
 	n.participant = true
 	n.abstainUntil = now.Add(2 * n.et)
 	n.deadline, n.roundEnd = n.abstainUntil, n.abstainUntil
-	if n.hs {
+	if n.useHS {
 		for _, d := range []protocols.Direction{protocols.Clockwise, protocols.CounterClockwise} {
 			n.send(protocols.Message{Kind: protocols.MsgHSProbe, To: n.neighbor(d), Hops: 1, Direction: d, Epoch: n.seen})
 		}
