@@ -124,3 +124,28 @@ func TestMajorityTransfer(t *testing.T) {
 		t.Error("no resign fault injected")
 	}
 }
+
+// TestVoteNotPersistedSplitsBrain shows the consequence the vote check
+// anticipates: with VoteOncePerTerm off, majority with VoteNotPersisted
+// elects two leaders in one term. A search over 19,000 schedules
+// (sim.Batch{Base: 5}) found this seed.
+func TestVoteNotPersistedSplitsBrain(t *testing.T) {
+	const seed = 14229506475850843155
+	o := majorityOptions(t, majority.Unsafe{VoteNotPersisted: true})
+	o.Checks.VoteOncePerTerm = false
+	res, err := sim.Run(o, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := res.Violation
+	if v == nil {
+		t.Skipf("seed %d no longer splits the brain (majority or sim changed); find a new one with a larger batch", uint64(seed))
+	}
+	if v.Invariant != sim.InvSingleLeader {
+		t.Fatalf("seed %d: got %s, want %s:\n%v", uint64(seed), v.Invariant, sim.InvSingleLeader, v)
+	}
+	t.Logf("seed %d: %s", uint64(seed), v.Detail)
+	if testing.Verbose() {
+		t.Log(v)
+	}
+}
