@@ -347,12 +347,15 @@ func (t *Host) runSender(ps *peerState) {
 // libp2p errors for a cluster key mismatch (the private-network stream
 // decrypts to garbage, so protocol negotiation fails) do not name the key.
 func (t *Host) dialHint(err error) string {
+	keyed := len(t.cfg.ClusterKey) > 0
 	switch {
-	case strings.Contains(err.Error(), "negotiate security protocol") && len(t.cfg.ClusterKey) > 0:
+	case keyed && strings.Contains(err.Error(), "negotiate security protocol"):
 		return "the handshake failed: the peer most likely has a different cluster key (gossip.key)"
+	case keyed && errors.Is(err, context.DeadlineExceeded):
+		return "the peer did not complete the connection in time: check that it runs, is reachable and has the same cluster key (gossip.key); a key mismatch can stall the handshake"
 	case errors.Is(err, context.DeadlineExceeded):
-		return "peer did not answer in time: is it running and reachable?"
-	case len(t.cfg.ClusterKey) > 0:
+		return "the peer did not complete the connection in time: check that it runs and is reachable"
+	case keyed:
 		return "if the peer is running, check that it has the same cluster key (gossip.key) and that it admits this node as a member"
 	default:
 		return "if the peer is running, check that it admits this node as a member and that neither side uses a cluster key the other lacks"

@@ -215,8 +215,11 @@ func TestRemovedPeerIsRefused(t *testing.T) {
 }
 
 func TestWrongClusterKeyCannotConnect(t *testing.T) {
-	a := newTestHost(t, 1, testKey)
-	b := newTestHost(t, 2, []byte("another cluster's key, 32 bytes!"))
+	// A key mismatch either fails the handshake at once or, when the
+	// garbage happens to parse as a length, stalls it until the timeout.
+	short := func(c *Config) { c.DialTimeout = time.Second }
+	a := newTestHost(t, 1, testKey, short)
+	b := newTestHost(t, 2, []byte("another cluster's key, 32 bytes!"), short)
 	admit(t, a, b)
 	admit(t, b, a)
 	a.Send(2, msg(protocols.MsgVote, 1, 2, 0))
@@ -492,4 +495,60 @@ func TestDerivePSK(t *testing.T) {
 	if string(p1) == string(DerivePSK(append([]byte("k1"), 0))) {
 		t.Fatal("different keys derive the same psk")
 	}
+}
+
+// TestStreamCheckDoesNotTrustTheConnection removes a member from b's table
+// behind the gater's back (its connection stays up, as it does on the
+// accepting side of a refused dial): b must still refuse its messages.
+func TestStreamCheckDoesNotTrustTheConnection(t *testing.T) {
+	b := newTestHost(t, 2, testKey)
+	raw := newRawHost(t, testKey)
+	if err := b.SetPeer(7, raw.ID().String(), raw.Addrs()[0].String()); err != nil {
+		t.Fatal(err)
+	}
+	bID, _ := peer.Decode(b.PeerID())
+	full, _ := peer.AddrInfoFromString(b.Addrs()[0])
+	raw.Peerstore().AddAddrs(bID, full.Addrs, peerstore.PermanentAddrTTL)
+	open := func() network.Stream {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		defer cancel()
+		s, err := raw.NewStream(ctx, bID, protocol.ID(ProtocolID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	frame := func(ctx uint64) []byte {
+		f, err := EncodeFrame(msg(protocols.MsgVote, 7, 2, ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	s := open()
+	if _, err := s.Write(frame(1)); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, b)
+	forget := func() {
+		b.mu.Lock()
+		delete(b.byPeer, raw.ID())
+		b.mu.Unlock()
+	}
+	forget()
+	// Mid-stream: the next message is refused and the stream closed.
+	if _, err := s.Write(frame(2)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "refusal mid-stream", func() bool { return dropped(b, DropUnauthorized) == 1 })
+	if !hasLog(b.logs, "no longer a member") {
+		t.Fatalf("no log line: %v", b.logs.All())
+	}
+	// New stream on the same, still open connection: refused at once.
+	s2 := open()
+	_, _ = s2.Write(frame(3))
+	waitFor(t, "refusal of a new stream", func() bool { return dropped(b, DropUnauthorized) == 2 })
+	expectNothing(t, b)
+	s.Close()
+	s2.Close()
 }
