@@ -1,0 +1,202 @@
+package membership
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/conclave-agent/conclave/protocols"
+)
+
+// State is a member's state as this node last learned it.
+type State uint8
+
+// Member states. StateSuspect is set when this node's own probes of a member
+// fail; it returns to StateAlive when a probe succeeds or fresh news of the
+// member arrives.
+const (
+	StateAlive State = iota
+	StateSuspect
+	StateDead
+	StateLeft
+)
+
+var stateNames = [...]string{"alive", "suspect", "dead", "left"}
+
+// String returns the state's name as the socket API shows it.
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("state(%d)", uint8(s))
+}
+
+// Member is one node of the cluster as this node sees it.
+type Member struct {
+	// Name is the node's unique, stable name (memberlist's node name).
+	Name string
+	// ID is the node's numeric identity, which orders bully and ring.
+	ID protocols.ID
+	// Voter is true for a node that votes in majority elections.
+	Voter bool
+	// Addr is the node's gossip address, host:port.
+	Addr string
+	// PeerID and PeerAddr are the node's libp2p peer id and multiaddr.
+	PeerID   string
+	PeerAddr string
+	// Version is the conclave peer protocol version the node speaks.
+	Version uint16
+	// State is the node's state as last learned by this node.
+	State State
+}
+
+// ProtocolMember returns the part of m an election protocol needs.
+func (m Member) ProtocolMember() protocols.Member {
+	return protocols.Member{ID: m.ID, Name: m.Name, Voter: m.Voter}
+}
+
+// EventKind says what happened to a member.
+type EventKind uint8
+
+// Event kinds.
+const (
+	// EventAlive: the member joined, or came back after being dead, left or
+	// suspected.
+	EventAlive EventKind = iota
+	// EventSuspect: this node's probes of the member failed.
+	EventSuspect
+	// EventDead: the cluster declared the member failed.
+	EventDead
+	// EventLeft: the member left gracefully.
+	EventLeft
+	// EventUpdate: the member's metadata changed.
+	EventUpdate
+	// EventResync: events were dropped because the consumer fell behind.
+	// Member is empty; the consumer must call Members() and treat the
+	// snapshot as the truth.
+	EventResync
+)
+
+var kindNames = [...]string{"alive", "suspect", "dead", "left", "update", "resync"}
+
+// String returns the kind's name.
+func (k EventKind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Event is a change of one member. Member carries the member's full state
+// after the change, so applying an event twice is harmless.
+type Event struct {
+	Kind   EventKind
+	Member Member
+}
+
+// DefaultEventBuffer is the number of events held for a slow consumer when
+// the configuration does not say.
+const DefaultEventBuffer = 256
+
+// eventQueue decouples producers that must never block (memberlist's
+// callbacks) from the consumer. Producers append under a mutex; one
+// dispatcher goroutine hands events to an unbuffered channel. When more than
+// limit events are waiting, they are all dropped and replaced by a single
+// EventResync: the consumer re-reads the member list, which the producers
+// keep current independently of the queue. While a resync is pending, new
+// events are not queued because the snapshot will cover them.
+type eventQueue struct {
+	out    chan Event
+	wake   chan struct{}
+	done   chan struct{}
+	exited chan struct{}
+
+	mu     sync.Mutex
+	q      []Event
+	limit  int
+	resync bool
+	closed bool
+}
+
+func newEventQueue(limit int) *eventQueue {
+	if limit <= 0 {
+		limit = DefaultEventBuffer
+	}
+	eq := &eventQueue{
+		out:    make(chan Event),
+		wake:   make(chan struct{}, 1),
+		done:   make(chan struct{}),
+		exited: make(chan struct{}),
+		limit:  limit,
+	}
+	go eq.run()
+	return eq
+}
+
+// push never blocks.
+func (eq *eventQueue) push(ev Event) {
+	eq.mu.Lock()
+	switch {
+	case eq.closed, eq.resync:
+	case len(eq.q) >= eq.limit:
+		eq.q = nil
+		eq.resync = true
+	default:
+		eq.q = append(eq.q, ev)
+	}
+	eq.mu.Unlock()
+	select {
+	case eq.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (eq *eventQueue) next() (Event, bool) {
+	eq.mu.Lock()
+	defer eq.mu.Unlock()
+	if eq.resync {
+		eq.resync = false
+		return Event{Kind: EventResync}, true
+	}
+	if len(eq.q) == 0 {
+		return Event{}, false
+	}
+	ev := eq.q[0]
+	eq.q[0] = Event{}
+	eq.q = eq.q[1:]
+	return ev, true
+}
+
+func (eq *eventQueue) run() {
+	defer close(eq.exited)
+	defer close(eq.out)
+	for {
+		select {
+		case <-eq.wake:
+		case <-eq.done:
+			return
+		}
+		for {
+			ev, ok := eq.next()
+			if !ok {
+				break
+			}
+			select {
+			case eq.out <- ev:
+			case <-eq.done:
+				return
+			}
+		}
+	}
+}
+
+// close stops the dispatcher and closes the output channel; events still
+// queued are dropped. It is idempotent and waits for the dispatcher to exit.
+func (eq *eventQueue) close() {
+	eq.mu.Lock()
+	if !eq.closed {
+		eq.closed = true
+		close(eq.done)
+	}
+	eq.mu.Unlock()
+	<-eq.exited
+}

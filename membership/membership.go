@@ -1,0 +1,335 @@
+package membership
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"go.uber.org/zap"
+)
+
+// Cluster is what the agent needs from membership. *Membership and *MemNode
+// implement it.
+type Cluster interface {
+	// Events delivers member changes; it is closed by Shutdown.
+	Events() <-chan Event
+	// Members returns a snapshot of every member known, this node included,
+	// with its tracked state, sorted by name.
+	Members() []Member
+	// Leave tells the cluster this node is leaving, waiting at most timeout
+	// for the news to reach a peer.
+	Leave(timeout time.Duration) error
+	// Shutdown stops taking part in the cluster. Without a Leave first,
+	// peers will declare this node dead.
+	Shutdown() error
+}
+
+var (
+	_ Cluster = (*Membership)(nil)
+	_ Cluster = (*MemNode)(nil)
+)
+
+// ErrShutdown is returned by Leave after Shutdown.
+var ErrShutdown = errors.New("membership: shut down")
+
+const (
+	defaultJoinBackoff    = 200 * time.Millisecond
+	defaultJoinBackoffMax = 10 * time.Second
+)
+
+// Membership is this node's membership in the cluster over memberlist. Its
+// methods are safe for concurrent use.
+type Membership struct {
+	ml   *memberlist.Memberlist
+	name string
+	log  *zap.Logger
+	meta []byte
+	// metaLeaving is meta with the leaving flag, published from Leave on.
+	metaLeaving []byte
+	leaving     atomic.Bool
+	events      *eventQueue
+
+	mu      sync.Mutex
+	members map[string]Member
+
+	// lifeMu orders Leave and Shutdown (memberlist panics on Leave after
+	// Shutdown). It is never taken by callbacks, which Leave triggers.
+	lifeMu   sync.Mutex
+	shutdown bool
+
+	stopJoin chan struct{}
+	joinDone sync.WaitGroup
+}
+
+// Start validates cfg, starts memberlist and, when cfg.Join is not empty,
+// starts joining in the background. It returns once this node listens; it
+// never waits for the join (watch Events for peers arriving).
+func Start(cfg Config) (*Membership, error) {
+	mc, err := cfg.memberlistConfig()
+	if err != nil {
+		return nil, err
+	}
+	nm := nodeMeta{
+		ID:       cfg.ID,
+		Voter:    cfg.Voter,
+		Version:  ProtocolVersion,
+		PeerID:   cfg.PeerID,
+		PeerAddr: cfg.PeerAddr,
+	}
+	meta, err := encodeMeta(nm)
+	if err != nil {
+		return nil, fmt.Errorf("membership: %w", err)
+	}
+	nm.Leaving = true
+	metaLeaving, err := encodeMeta(nm)
+	if err != nil {
+		return nil, fmt.Errorf("membership: %w", err)
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = zap.NewNop()
+	}
+	m := &Membership{
+		name:        cfg.Name,
+		log:         lg,
+		meta:        meta,
+		metaLeaving: metaLeaving,
+		events:      newEventQueue(cfg.EventBuffer),
+		members:     make(map[string]Member),
+		stopJoin:    make(chan struct{}),
+	}
+	d := &delegate{m: m}
+	mc.Delegate = d
+	mc.Events = d
+	mc.Ping = d
+	mc.LogOutput = nil
+	mc.Logger = newStdLogger(&zapWriter{log: lg.Named("memberlist"), onSuspect: m.suspected})
+	if cfg.tune != nil {
+		cfg.tune(mc)
+	}
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		m.events.close()
+		return nil, fmt.Errorf("membership: start memberlist on %s: %w", cfg.Bind, err)
+	}
+	m.ml = ml
+	if len(cfg.Join) > 0 {
+		backoff, maxBackoff := cfg.joinBackoff, cfg.joinBackoffMax
+		if backoff <= 0 {
+			backoff = defaultJoinBackoff
+		}
+		if maxBackoff <= 0 {
+			maxBackoff = defaultJoinBackoffMax
+		}
+		join := append([]string(nil), cfg.Join...)
+		m.joinDone.Add(1)
+		go m.joinLoop(join, backoff, maxBackoff)
+	}
+	return m, nil
+}
+
+// joinLoop retries Join with jittered exponential backoff until one
+// attempt reaches a member or Shutdown is called.
+func (m *Membership) joinLoop(addrs []string, backoff, maxBackoff time.Duration) {
+	defer m.joinDone.Done()
+	for attempt := 1; ; attempt++ {
+		n, err := m.ml.Join(addrs)
+		if n > 0 {
+			m.log.Info("joined cluster", zap.Int("contacted", n), zap.Int("attempts", attempt))
+			return
+		}
+		if err == nil {
+			err = errors.New("no member reached")
+		}
+		wait := backoff/2 + rand.N(backoff/2+1)
+		m.log.Warn("join failed, retrying", zap.Strings("join", addrs), zap.Int("attempt", attempt),
+			zap.Duration("retry_in", wait), zap.Error(err))
+		select {
+		case <-m.stopJoin:
+			return
+		case <-time.After(wait):
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// Events returns the channel of member changes. The consumer should read it
+// promptly. Events are held in a buffer of Config.EventBuffer; when it
+// overflows they are dropped and a single EventResync is delivered instead,
+// after which Members() tells the current truth. The channel is closed by
+// Shutdown.
+func (m *Membership) Events() <-chan Event { return m.events.out }
+
+// Members returns every member known, this node included, sorted by name.
+// Dead and left members stay listed with their state.
+func (m *Membership) Members() []Member {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return sortedMembers(m.members)
+}
+
+func sortedMembers(ms map[string]Member) []Member {
+	out := make([]Member, 0, len(ms))
+	for _, mb := range ms {
+		out = append(out, mb)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// LocalAddr returns the address peers use to reach this node, host:port.
+func (m *Membership) LocalAddr() string { return m.ml.LocalNode().Address() }
+
+// Leave tells the cluster that this node leaves, so that peers report it
+// as left rather than dead, waiting up to timeout in all. It first gossips
+// metadata marked "leaving" (memberlist alone cannot tell peers' event
+// delegates a leave from a failure), then memberlist's leave message. If
+// the first step times out, peers may report the node as dead instead. The
+// node keeps gossiping until Shutdown.
+func (m *Membership) Leave(timeout time.Duration) error {
+	m.lifeMu.Lock()
+	defer m.lifeMu.Unlock()
+	if m.shutdown {
+		return ErrShutdown
+	}
+	deadline := time.Now().Add(timeout)
+	if !m.leaving.Swap(true) {
+		if err := m.ml.UpdateNode(timeout); err != nil {
+			m.log.Warn("could not announce leaving; peers may report this node dead", zap.Error(err))
+		}
+	}
+	if err := m.ml.Leave(max(time.Until(deadline), time.Millisecond)); err != nil {
+		return fmt.Errorf("membership: leave: %w", err)
+	}
+	return nil
+}
+
+// Shutdown stops the join loop and memberlist and closes the Events
+// channel. It is idempotent. If a join attempt is in flight it waits for it
+// (at most memberlist's TCP timeout).
+func (m *Membership) Shutdown() error {
+	m.lifeMu.Lock()
+	defer m.lifeMu.Unlock()
+	if m.shutdown {
+		return nil
+	}
+	m.shutdown = true
+	close(m.stopJoin)
+	err := m.ml.Shutdown()
+	m.joinDone.Wait()
+	m.events.close()
+	if err != nil {
+		return fmt.Errorf("membership: shutdown: %w", err)
+	}
+	return nil
+}
+
+// record updates the tracked member list and queues an event. It runs in
+// memberlist's goroutines, under its locks: it must not block.
+func (m *Membership) record(kind EventKind, n *memberlist.Node, state State) {
+	meta, err := decodeMeta(n.Meta)
+	if err != nil {
+		// A member we cannot identify cannot take part in elections; it
+		// stays out of the list rather than entering with a made-up id.
+		m.log.Warn("ignoring member with unreadable metadata", zap.String("member", n.Name),
+			zap.String("addr", n.Address()), zap.Error(err))
+		return
+	}
+	mb := Member{
+		Name:     n.Name,
+		ID:       meta.ID,
+		Voter:    meta.Voter,
+		Addr:     net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port))),
+		PeerID:   meta.PeerID,
+		PeerAddr: meta.PeerAddr,
+		Version:  meta.Version,
+		State:    state,
+	}
+	m.mu.Lock()
+	for _, other := range m.members {
+		if other.ID == mb.ID && other.Name != mb.Name && other.State == StateAlive && state == StateAlive {
+			m.log.Error("two members share one id; elections will misbehave",
+				zap.Uint64("id", uint64(mb.ID)), zap.String("member", mb.Name), zap.String("other", other.Name))
+		}
+	}
+	prev, known := m.members[mb.Name]
+	m.members[mb.Name] = mb
+	m.mu.Unlock()
+	if kind == EventUpdate && known && prev == mb {
+		// Only the leaving flag changed: nothing a consumer sees.
+		return
+	}
+	m.events.push(Event{Kind: kind, Member: mb})
+}
+
+// setState moves a known member between alive and suspect; it ignores
+// members in other states and unknown names.
+func (m *Membership) setState(name string, from, to State, kind EventKind) {
+	m.mu.Lock()
+	mb, ok := m.members[name]
+	if !ok || mb.State != from {
+		m.mu.Unlock()
+		return
+	}
+	mb.State = to
+	m.members[name] = mb
+	m.mu.Unlock()
+	m.events.push(Event{Kind: kind, Member: mb})
+}
+
+func (m *Membership) suspected(name string) {
+	m.setState(name, StateAlive, StateSuspect, EventSuspect)
+}
+
+// delegate receives memberlist's callbacks. Every method runs on a
+// memberlist goroutine and must return quickly.
+type delegate struct{ m *Membership }
+
+// NodeMeta returns the metadata validated by Start.
+func (d *delegate) NodeMeta(limit int) []byte {
+	meta := d.m.meta
+	if d.m.leaving.Load() {
+		meta = d.m.metaLeaving
+	}
+	if len(meta) > limit {
+		// Start checked against MaxMetaSize; a smaller limit would be a
+		// memberlist change. Publishing nothing beats its panic.
+		return nil
+	}
+	return meta
+}
+
+func (d *delegate) NotifyMsg([]byte)                           {}
+func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (d *delegate) LocalState(join bool) []byte                { return nil }
+func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
+
+func (d *delegate) NotifyJoin(n *memberlist.Node) { d.m.record(EventAlive, n, StateAlive) }
+
+func (d *delegate) NotifyLeave(n *memberlist.Node) {
+	// n.State is not memberlist's view of the node (its nodeState shadows
+	// the field and it is never set), so the leaving flag in the node's
+	// last metadata is what tells a leave from a failure.
+	if meta, err := decodeMeta(n.Meta); err == nil && meta.Leaving {
+		d.m.record(EventLeft, n, StateLeft)
+		return
+	}
+	d.m.record(EventDead, n, StateDead)
+}
+
+func (d *delegate) NotifyUpdate(n *memberlist.Node) { d.m.record(EventUpdate, n, StateAlive) }
+
+func (d *delegate) AckPayload() []byte { return nil }
+
+// NotifyPingComplete is called when our direct probe of n was answered:
+// whatever made us suspect it is over.
+func (d *delegate) NotifyPingComplete(n *memberlist.Node, _ time.Duration, _ []byte) {
+	d.m.setState(n.Name, StateSuspect, StateAlive, EventAlive)
+}

@@ -1,0 +1,149 @@
+package membership
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/conclave-agent/conclave/protocols"
+	"github.com/hashicorp/memberlist"
+)
+
+// ProtocolVersion is the version of conclave's peer protocol this build
+// speaks. It travels in node metadata so peers can tell old agents apart.
+const ProtocolVersion uint16 = 1
+
+// MaxMetaSize is the largest node metadata memberlist accepts. Memberlist
+// panics above it, so encodeMeta refuses instead.
+const MaxMetaSize = memberlist.MetaMaxSize
+
+// ErrMetaTooLarge is wrapped by the error Start returns when this node's
+// metadata (mostly the libp2p peer id and multiaddr) exceeds MaxMetaSize.
+var ErrMetaTooLarge = errors.New("node metadata too large")
+
+// errBadMeta is wrapped by every error decodeMeta returns.
+var errBadMeta = errors.New("bad node metadata")
+
+// Metadata layout, version 1:
+//
+//	byte    format version (1)
+//	byte    flags: bit 0 = voter, bit 1 = leaving
+//	uvarint id
+//	uvarint protocol version
+//	uvarint len, bytes  libp2p peer id
+//	uvarint len, bytes  libp2p multiaddr
+//
+// ONLY APPEND fields: a decoder reads the fields it knows and ignores the
+// rest, so newer agents can add fields that older ones skip.
+const (
+	metaFormat    = 1
+	metaFlagVoter = 1 << 0
+	// metaFlagLeaving is set by a node about to leave gracefully. Memberlist
+	// tells its event delegate that a node is gone without saying whether
+	// it left or failed (the node's State field it passes is never
+	// updated), so the node's last metadata carries the intent.
+	metaFlagLeaving = 1 << 1
+)
+
+// nodeMeta is what a node publishes about itself.
+type nodeMeta struct {
+	ID       protocols.ID
+	Voter    bool
+	Leaving  bool
+	Version  uint16
+	PeerID   string
+	PeerAddr string
+}
+
+func encodeMeta(m nodeMeta) ([]byte, error) {
+	b := make([]byte, 0, 2+4*binary.MaxVarintLen64+len(m.PeerID)+len(m.PeerAddr))
+	var flags byte
+	if m.Voter {
+		flags |= metaFlagVoter
+	}
+	if m.Leaving {
+		flags |= metaFlagLeaving
+	}
+	b = append(b, metaFormat, flags)
+	b = binary.AppendUvarint(b, uint64(m.ID))
+	b = binary.AppendUvarint(b, uint64(m.Version))
+	b = binary.AppendUvarint(b, uint64(len(m.PeerID)))
+	b = append(b, m.PeerID...)
+	b = binary.AppendUvarint(b, uint64(len(m.PeerAddr)))
+	b = append(b, m.PeerAddr...)
+	if len(b) > MaxMetaSize {
+		return nil, fmt.Errorf("%w: %d bytes, memberlist allows %d (peer id %d bytes, peer address %d bytes)",
+			ErrMetaTooLarge, len(b), MaxMetaSize, len(m.PeerID), len(m.PeerAddr))
+	}
+	return b, nil
+}
+
+// decodeMeta parses a peer's metadata. It never panics and never allocates
+// more than the input's size: every length is checked against what remains.
+func decodeMeta(b []byte) (nodeMeta, error) {
+	var m nodeMeta
+	if len(b) > MaxMetaSize {
+		return m, fmt.Errorf("%w: %d bytes, limit %d", errBadMeta, len(b), MaxMetaSize)
+	}
+	if len(b) < 2 {
+		return m, fmt.Errorf("%w: %d bytes, too short", errBadMeta, len(b))
+	}
+	if b[0] < metaFormat {
+		return m, fmt.Errorf("%w: unknown format %d", errBadMeta, b[0])
+	}
+	m.Voter = b[1]&metaFlagVoter != 0
+	m.Leaving = b[1]&metaFlagLeaving != 0
+	r := metaReader{b: b[2:]}
+	m.ID = protocols.ID(r.uvarint("id"))
+	v := r.uvarint("version")
+	if r.err == nil && v > 0xffff {
+		r.err = fmt.Errorf("version %d out of range", v)
+	}
+	m.Version = uint16(v)
+	m.PeerID = r.str("peer id")
+	m.PeerAddr = r.str("peer address")
+	if r.err != nil {
+		return nodeMeta{}, fmt.Errorf("%w: %w", errBadMeta, r.err)
+	}
+	if m.ID == protocols.None {
+		return nodeMeta{}, fmt.Errorf("%w: id is 0", errBadMeta)
+	}
+	return m, nil
+}
+
+type metaReader struct {
+	b   []byte
+	err error
+}
+
+func (r *metaReader) uvarint(field string) uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err = fmt.Errorf("%s: truncated or overlong varint", field)
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *metaReader) str(field string) string {
+	n := r.uvarint(field + " length")
+	if r.err != nil {
+		return ""
+	}
+	if n > uint64(len(r.b)) {
+		r.err = fmt.Errorf("%s: length %d exceeds the %d bytes left", field, n, len(r.b))
+		return ""
+	}
+	s := r.b[:n]
+	r.b = r.b[n:]
+	if !utf8.Valid(s) {
+		r.err = fmt.Errorf("%s: not valid UTF-8", field)
+		return ""
+	}
+	return string(s)
+}
