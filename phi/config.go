@@ -60,16 +60,20 @@ type Config struct {
 // every DefaultHeartbeatInterval.
 func DefaultConfig() Config {
 	return Config{
-		// With 20 ms jitter, phi 10 gives no false suspicion in simulated
-		// days and detects a crash in about 0.45 s on average.
+		// Over a simulated week of 20 ms jitter, threshold 10 raised no
+		// false suspicion (8 raised one) and suspected a crashed sender
+		// 0.36 s after the crash on average, 0.58 s at worst.
 		Threshold: 10,
-		// 200 samples = 20 s of history at 100 ms: enough for a steady
-		// estimate, short enough to learn a new network within a minute.
+		// 200 samples are 20 s of history at 100 ms: a steady estimate
+		// that forgets a past GC pause or a calmer network within 20 s.
+		// 50 and 1000 measured the same in every scenario.
 		MaxSamples: 200,
-		// Inter-arrival jitter below 25 ms is not trusted: it is within
-		// what a scheduler hiccup on a busy host adds.
+		// Does not bind under 20 ms jitter (the measured deviation is
+		// about 28 ms); on a quiet LAN it keeps the first hiccup of a
+		// few tens of ms from being judged against microseconds.
 		MinStdDev: 25 * time.Millisecond,
-		// Rides out one lost heartbeat's worth of stall without suspicion.
+		// The measured tails are heavier than normal; without this
+		// margin threshold 10 gave 14 false suspicions a day.
 		AcceptablePause:        100 * time.Millisecond,
 		FirstHeartbeatEstimate: DefaultHeartbeatInterval,
 	}

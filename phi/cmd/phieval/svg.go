@@ -123,9 +123,16 @@ func writeSVG(w io.Writer, panels []panel, title string) {
 				fmt.Fprintf(w, "%.1f,%.1f ", xOf(pt.x), yOf(pt.y))
 			}
 			fmt.Fprintln(w, `"/>`)
-			for _, pt := range s.points {
+			for j, pt := range s.points {
+				// Neighbouring points often sit close together (all
+				// of a family's zero-rate settings share the bottom
+				// row): alternate labels above and below.
+				dy := -4.0
+				if j%2 == 1 {
+					dy = 11
+				}
 				fmt.Fprintf(w, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`, xOf(pt.x), yOf(pt.y), col)
-				fmt.Fprintf(w, `<text x="%.1f" y="%.1f" font-size="9" fill="%s">%s</text>`+"\n", xOf(pt.x)+4, yOf(pt.y)-4-float64(si)*0, col, html.EscapeString(pt.label))
+				fmt.Fprintf(w, `<text x="%.1f" y="%.1f" font-size="9" fill="%s">%s</text>`+"\n", xOf(pt.x)+3, yOf(pt.y)+dy, col, html.EscapeString(pt.label))
 			}
 		}
 		fmt.Fprintln(w, "</g>")
