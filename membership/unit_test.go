@@ -1,0 +1,241 @@
+package membership
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/conclave-agent/conclave/protocols"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+func TestMetaRoundTrip(t *testing.T) {
+	for _, m := range []nodeMeta{
+		{ID: 1, Version: 1},
+		{ID: 1<<64 - 1, Voter: true, Leaving: true, Version: 0xffff, PeerID: "12D3KooWabc", PeerAddr: "/ip4/10.0.0.1/tcp/7947"},
+	} {
+		b, err := encodeMeta(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := decodeMeta(b)
+		if err != nil {
+			t.Fatalf("decode(%x): %v", b, err)
+		}
+		if got != m {
+			t.Fatalf("round trip %+v -> %+v", m, got)
+		}
+	}
+}
+
+func TestMetaSizeLimit(t *testing.T) {
+	// The largest peer address that fits: 2 header bytes, id 1 byte,
+	// version 1 byte, empty peer id 1 byte, a 2-byte length.
+	fits := nodeMeta{ID: 1, Version: 1, PeerAddr: strings.Repeat("a", MaxMetaSize-7)}
+	b, err := encodeMeta(fits)
+	if err != nil || len(b) != MaxMetaSize {
+		t.Fatalf("encode of %d-byte metadata: len %d, %v", MaxMetaSize, len(b), err)
+	}
+	fits.PeerAddr += "a"
+	if _, err := encodeMeta(fits); !errors.Is(err, ErrMetaTooLarge) {
+		t.Fatalf("encode of %d-byte metadata: %v, want ErrMetaTooLarge", MaxMetaSize+1, err)
+	}
+}
+
+func TestMetaDecodeRejects(t *testing.T) {
+	good, err := encodeMeta(nodeMeta{ID: 300, Version: 1, PeerID: "p", PeerAddr: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string][]byte{
+		"empty":         nil,
+		"format 0":      append([]byte{0}, good[1:]...),
+		"id 0":          {1, 0, 0, 1, 0, 0},
+		"huge length":   {1, 0, 1, 1, 0xff, 0xff, 0xff, 0xff, 0x0f},
+		"overlong":      {1, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
+		"bad utf8":      {1, 0, 1, 1, 1, 0xff, 0},
+		"version range": {1, 0, 1, 0x80, 0x80, 0x04, 0, 0},
+		"too large":     make([]byte, MaxMetaSize+1),
+	} {
+		if _, err := decodeMeta(b); !errors.Is(err, errBadMeta) {
+			t.Errorf("%s: decode(%x) = %v, want errBadMeta", name, b, err)
+		}
+	}
+	for n := range len(good) {
+		if _, err := decodeMeta(good[:n]); err == nil {
+			t.Errorf("truncated to %d bytes: decoded", n)
+		}
+	}
+	// A newer agent's extra fields are skipped.
+	got, err := decodeMeta(append(bytes.Clone(good), 9, 9, 9))
+	if err != nil || got.ID != 300 {
+		t.Errorf("metadata with appended fields: %+v, %v", got, err)
+	}
+}
+
+func FuzzDecodeMeta(f *testing.F) {
+	good, _ := encodeMeta(nodeMeta{ID: 7, Voter: true, Version: 1, PeerID: "12D3KooW", PeerAddr: "/ip4/127.0.0.1/tcp/1"})
+	f.Add(good)
+	f.Add([]byte{1, 0, 1, 1, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := decodeMeta(b)
+		if err != nil {
+			return
+		}
+		if len(m.PeerID)+len(m.PeerAddr) > len(b) {
+			t.Fatalf("decoded %d string bytes from %d input bytes", len(m.PeerID)+len(m.PeerAddr), len(b))
+		}
+		again, err := encodeMeta(m)
+		if err != nil {
+			t.Fatalf("re-encode of decoded %+v: %v", m, err)
+		}
+		if back, err := decodeMeta(again); err != nil || back != m {
+			t.Fatalf("re-decode: %+v, %v; want %+v", back, err, m)
+		}
+	})
+}
+
+func TestKeys(t *testing.T) {
+	k, err := GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ParseKey(k)
+	if err != nil || len(b) != KeySize {
+		t.Fatalf("ParseKey(GenerateKey()) = %d bytes, %v", len(b), err)
+	}
+	k2, _ := GenerateKey()
+	if k == k2 {
+		t.Fatal("two generated keys are equal")
+	}
+	for _, n := range []int{16, 24, 32} {
+		if _, err := ParseKey(base64.StdEncoding.EncodeToString(make([]byte, n))); err != nil {
+			t.Errorf("%d-byte key: %v", n, err)
+		}
+	}
+	for s, want := range map[string]string{
+		"":          "empty",
+		"not b64!":  "not valid base64",
+		"AAAAAAAA=": "not valid base64",
+		base64.StdEncoding.EncodeToString(make([]byte, 20)): "decodes to 20 bytes",
+	} {
+		if _, err := ParseKey(s); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseKey(%q) = %v, want an error containing %q", s, err, want)
+		}
+	}
+}
+
+func TestLogLevels(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	var suspects []string
+	w := &zapWriter{log: zap.New(core), onSuspect: func(n string) { suspects = append(suspects, n) }}
+	lg := newStdLogger(w)
+	lg.Printf("[DEBUG] memberlist: chatter")
+	lg.Printf("[INFO] memberlist: Suspect n2 has failed, no acks received")
+	lg.Printf("[WARN] memberlist: warned")
+	lg.Printf("[ERR] memberlist: broken")
+	lg.Printf("unprefixed")
+	var got []string
+	for _, e := range logs.All() {
+		got = append(got, e.Level.String()+":"+e.Message)
+	}
+	want := "info:Suspect n2 has failed, no acks received warn:warned error:broken info:unprefixed"
+	if strings.Join(got, " ") != want {
+		t.Errorf("logged %q, want %q", strings.Join(got, " "), want)
+	}
+	if len(suspects) != 1 || suspects[0] != "n2" {
+		t.Errorf("suspects = %v, want [n2]", suspects)
+	}
+}
+
+func TestEventQueueOverflowBecomesResync(t *testing.T) {
+	eq := newEventQueue(2)
+	defer eq.close()
+	for i := range 10 {
+		eq.push(Event{Kind: EventAlive, Member: Member{Name: string(rune('a' + i))}})
+	}
+	// The dispatcher may already hold one event; after it, the overflow
+	// must show up as a resync, and no more than the buffer survives.
+	timeout := time.After(waitLimit)
+	for n := 0; ; n++ {
+		select {
+		case ev := <-eq.out:
+			if ev.Kind == EventResync {
+				if n > 1 {
+					t.Fatalf("resync after %d events, want at most 1 before it", n)
+				}
+				return
+			}
+		case <-timeout:
+			t.Fatal("no resync after overflow")
+		}
+	}
+}
+
+func TestEventQueuePreservesOrder(t *testing.T) {
+	eq := newEventQueue(100)
+	for i := range 50 {
+		eq.push(Event{Member: Member{ID: protocols.ID(i)}})
+	}
+	for i := range 50 {
+		if ev := <-eq.out; ev.Member.ID != protocols.ID(i) || ev.Kind != EventAlive {
+			t.Fatalf("event %d: %+v", i, ev)
+		}
+	}
+	eq.close()
+	if _, ok := <-eq.out; ok {
+		t.Fatal("channel open after close")
+	}
+	eq.push(Event{}) // after close: dropped, no panic
+	eq.close()
+}
+
+func TestMemNetwork(t *testing.T) {
+	net := NewMemNetwork()
+	a, err := net.Join(Member{Name: "a", ID: 1, Voter: true}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := net.Join(Member{Name: "b", ID: 2}, 0)
+	c, _ := net.Join(Member{Name: "c", ID: 3}, 0)
+	if _, err := net.Join(Member{Name: "a", ID: 9}, 0); err == nil {
+		t.Fatal("joined a second node named a")
+	}
+	wa := watch(a)
+	all := func(view map[string]Member) bool { return len(view) == 3 }
+	wa.until(t, "a sees three", all)
+	watch(b).until(t, "b sees three", all)
+
+	net.Suspect("b")
+	wa.until(t, "b suspect", func(v map[string]Member) bool { return v["b"].State == StateSuspect })
+	net.Recover("b")
+	wa.until(t, "b alive", func(v map[string]Member) bool { return v["b"].State == StateAlive })
+
+	if err := b.Leave(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	b.Shutdown()
+	c.Shutdown()
+	wa.until(t, "b left, c dead", func(v map[string]Member) bool {
+		return v["b"].State == StateLeft && v["c"].State == StateDead
+	})
+	if got := a.Members(); len(got) != 3 || got[1].State != StateLeft || got[2].State != StateDead {
+		t.Errorf("a.Members() = %+v", got)
+	}
+	if err := c.Leave(time.Second); !errors.Is(err, ErrShutdown) {
+		t.Errorf("Leave after Shutdown: %v", err)
+	}
+	// The name is free again after Shutdown.
+	c2, err := net.Join(Member{Name: "c", ID: 3}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wa.until(t, "c back", func(v map[string]Member) bool { return v["c"].State == StateAlive })
+	c2.Shutdown()
+	a.Shutdown()
+}
