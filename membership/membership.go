@@ -7,6 +7,7 @@ import (
 	"net"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,8 @@ var (
 
 // ErrShutdown is returned by Leave after Shutdown.
 var ErrShutdown = errors.New("membership: shut down")
+
+const keyMismatchHint = "looks like a gossip key mismatch: [gossip] key must be the same on every node, or unset on every node"
 
 const (
 	defaultJoinBackoff    = 200 * time.Millisecond
@@ -149,8 +152,14 @@ func (m *Membership) joinLoop(addrs []string, backoff, maxBackoff time.Duration)
 			err = errors.New("no member reached")
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
-		m.log.Warn("join failed, retrying", zap.Strings("join", addrs), zap.Int("attempt", attempt),
-			zap.Duration("retry_in", wait), zap.Error(err))
+		fields := []zap.Field{zap.Strings("join", addrs), zap.Int("attempt", attempt),
+			zap.Duration("retry_in", wait), zap.Error(err)}
+		if msg := err.Error(); strings.Contains(msg, "EOF") || strings.Contains(msg, "crypt") {
+			// A peer that cannot decrypt us (or expects encryption we lack)
+			// just hangs up; memberlist reports only the EOF.
+			fields = append(fields, zap.String("hint", keyMismatchHint))
+		}
+		m.log.Warn("join failed, retrying", fields...)
 		select {
 		case <-m.stopJoin:
 			return
