@@ -83,13 +83,15 @@ func writeSVG(w io.Writer, panels []panel, title string) {
 		hi = lo + 1
 	}
 	plotW, plotH := panelW-marginL-marginR, panelH-marginT-marginB
-	zeroBand := 22.0 // pixels below the lowest decade for "never"
+	// The "never" row sits zeroBand below the lowest decade and
+	// zeroInset above the frame, so labels under its points stay inside.
+	const zeroBand, zeroInset = 22.0, 12.0
 	xOf := func(x float64) float64 { return marginL + x/xmax*plotW }
 	yOf := func(y float64) float64 {
 		if y <= 0 {
-			return marginT + plotH
+			return marginT + plotH - zeroInset
 		}
-		return marginT + (plotH-zeroBand)*(hi-math.Log10(y))/(hi-lo)
+		return marginT + (plotH-zeroBand-zeroInset)*(hi-math.Log10(y))/(hi-lo)
 	}
 
 	width := panelW * float64(len(panels))
