@@ -1,6 +1,7 @@
 package localapi
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"net"
@@ -126,5 +127,24 @@ func TestCloseLeavesReplacementSocket(t *testing.T) {
 	old.Close()
 	if _, err := os.Lstat(p); err != nil {
 		t.Errorf("closing the old listener removed the new socket: %v", err)
+	}
+}
+
+// An agent may stop before its Serve goroutine runs: Serve must then return
+// at once instead of serving forever.
+func TestServeAfterShutdownReturns(t *testing.T) {
+	s, err := New(Options{Backend: &fakeBackend{}, Hub: NewHub(4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := Listen(filepath.Join(t.TempDir(), "s.sock"), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Serve(ln); err != nil {
+		t.Fatalf("Serve after Shutdown: %v", err)
 	}
 }

@@ -358,6 +358,15 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.mu.Unlock()
 		return errors.New("localapi: Serve called twice")
 	}
+	select {
+	case <-s.done:
+		// Shutdown came first (it found no server to stop): serving now
+		// would never end.
+		s.mu.Unlock()
+		_ = ln.Close()
+		return nil
+	default:
+	}
 	s.http = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: ReadHeaderTimeout,
