@@ -93,7 +93,14 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	opts := []libp2p.Option{
 		libp2p.Identity(key),
 		libp2p.ListenAddrStrings(cfg.Listen),
-		libp2p.Transport(tcp.NewTCPTransport),
+		// Without reuseport, two members that dial each other at once
+		// get two connections. With it both dial from their listen
+		// ports, TCP merges the two attempts into one simultaneous open,
+		// both sides act as initiator and the Noise handshake fails
+		// (seen as "noise: message is too short"), losing the first
+		// messages of an election. Reuseport only helps NAT traversal,
+		// which we do not use.
+		libp2p.Transport(tcp.NewTCPTransport, tcp.DisableReuseport()),
 		libp2p.Security(noise.ID, noise.New),
 		libp2p.ConnectionGater(gater{t}),
 		libp2p.DisableRelay(),

@@ -180,6 +180,41 @@ func TestHostsExchangeBothWaysOnReusedStreams(t *testing.T) {
 	}
 }
 
+// TestSimultaneousFirstSends: fresh members that message each other at the
+// same moment both get through (with TCP reuseport they dialled into one
+// simultaneous-open connection whose handshake failed).
+func TestSimultaneousFirstSends(t *testing.T) {
+	for round := range 10 {
+		hosts := []*testHost{newTestHost(t, 1, testKey), newTestHost(t, 2, testKey), newTestHost(t, 3, testKey)}
+		for _, a := range hosts {
+			for _, b := range hosts {
+				if a != b {
+					admit(t, a, b)
+				}
+			}
+		}
+		for _, a := range hosts {
+			for _, b := range hosts {
+				if a != b {
+					a.Send(b.cfg.Self, msg(protocols.MsgVote, a.cfg.Self, b.cfg.Self, uint64(round)))
+				}
+			}
+		}
+		for _, b := range hosts {
+			recv(t, b)
+			recv(t, b)
+			if d := b.Stats().Dropped; len(d) != 0 {
+				t.Fatalf("round %d: node %d dropped %v", round, b.cfg.Self, d)
+			}
+		}
+		for _, h := range hosts {
+			if err := h.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 func TestUnregisteredPeerIsRefused(t *testing.T) {
 	a := newTestHost(t, 1, testKey)
 	b := newTestHost(t, 2, testKey)
@@ -291,7 +326,7 @@ func newRawHost(t *testing.T, key []byte) host.Host {
 	t.Helper()
 	h, err := libp2p.New(
 		libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"),
-		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.Transport(tcp.NewTCPTransport, tcp.DisableReuseport()),
 		libp2p.Security(noise.ID, noise.New),
 		libp2p.PrivateNetwork(DerivePSK(key)),
 		libp2p.DisableRelay(), libp2p.Ping(false), libp2p.DisableMetrics(),
