@@ -1,0 +1,524 @@
+// Package agent is the conclave daemon: one event loop that wires gossip
+// membership, the libp2p transport, the phi-accrual detector, the
+// configured election protocol, the durable store and the local socket API.
+//
+// The loop goroutine is the only place that touches election state, does the
+// protocol's I/O and reads the clock for it. For every Ready it persists the
+// HardState (fsync), then sends the messages, then announces the change,
+// then advances — never in another order. The agent must never report
+// leadership it cannot vouch for: every answer is computed from the
+// protocol's Status at the instant of asking.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+
+	"github.com/conclave-agent/conclave/config"
+	"github.com/conclave-agent/conclave/localapi"
+	"github.com/conclave-agent/conclave/membership"
+	"github.com/conclave-agent/conclave/phi"
+	"github.com/conclave-agent/conclave/protocols"
+	"github.com/conclave-agent/conclave/protocols/bully"
+	"github.com/conclave-agent/conclave/protocols/majority"
+	"github.com/conclave-agent/conclave/protocols/ring"
+	"github.com/conclave-agent/conclave/store"
+	"github.com/conclave-agent/conclave/transport"
+)
+
+// tickInterval is how often the loop ticks the protocol and checks the
+// detectors: well below every timeout so timers fire within 1% of a second.
+const tickInterval = 10 * time.Millisecond
+
+// maxClockDrift is the clock-rate drift the majority lease tolerates. NTP
+// keeps real clocks within a few hundred ppm; 1% is a wide margin.
+const maxClockDrift = 0.01
+
+// handoverTimeout bounds how long a resigning leader waits on shutdown for
+// its successor before it leaves anyway.
+const handoverTimeout = 2 * time.Second
+
+// watchBuffer is how many changes a watcher may lag behind before it is
+// closed; leadership changes are rare, so 64 is generous.
+const watchBuffer = 64
+
+// Options are the parts of an agent that tests and `agent dev` replace.
+type Options struct {
+	// Logger receives the agent's logs; nil discards them.
+	Logger *zap.Logger
+	// Transport, when set, replaces the libp2p host (tests).
+	Transport transport.Transport
+	// Cluster, when set, replaces memberlist (tests). PeerID/PeerAddr of
+	// the local node are then the caller's business.
+	Cluster membership.Cluster
+}
+
+// Agent is one running conclave daemon.
+type Agent struct {
+	cfg   config.Config
+	log   *zap.Logger
+	start time.Time
+
+	lock    *store.DirLock
+	store   *store.Store
+	tr      transport.Transport
+	cluster membership.Cluster
+	proto   protocols.Protocol
+	self    protocols.Member
+
+	// Loop-owned state.
+	members   map[string]membership.Member
+	byID      map[protocols.ID]string
+	detectors map[protocols.ID]*phi.Detector
+	suspected map[protocols.ID]bool
+	lastView  view
+	confirms  []*confirmWait
+	stats     loopStats
+
+	requests chan func()
+	loopDone chan struct{}
+	killed   chan struct{}
+	killOnce sync.Once
+
+	hub      *localapi.Hub
+	srv      *localapi.Server
+	listener net.Listener
+}
+
+// loopStats are the loop's counters, read by /metrics through the loop.
+type loopStats struct {
+	leaderChanges    uint64
+	electionsStarted uint64
+	electionsWon     uint64
+	sent             map[protocols.MessageKind]uint64
+	received         map[protocols.MessageKind]uint64
+	stepErrors       uint64
+}
+
+// New builds an agent from a validated configuration: it locks the data
+// directory, restores the persisted state, starts the transport and joins
+// gossip. Nothing runs until Run.
+func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err error) {
+	lg := opts.Logger
+	if lg == nil {
+		lg = zap.NewNop()
+	}
+	a := &Agent{
+		cfg:       cfg,
+		log:       lg,
+		start:     time.Now(),
+		members:   make(map[string]membership.Member),
+		byID:      make(map[protocols.ID]string),
+		detectors: make(map[protocols.ID]*phi.Detector),
+		suspected: make(map[protocols.ID]bool),
+		requests:  make(chan func()),
+		hub:       localapi.NewHub(watchBuffer),
+		loopDone:  make(chan struct{}),
+		killed:    make(chan struct{}),
+		self: protocols.Member{
+			ID:    protocols.ID(cfg.Node.ID),
+			Name:  cfg.Node.Name,
+			Voter: isVoter(cfg),
+		},
+	}
+	a.stats.sent = make(map[protocols.MessageKind]uint64)
+	a.stats.received = make(map[protocols.MessageKind]uint64)
+	defer func() {
+		if err != nil {
+			a.closeAll()
+		}
+	}()
+
+	if err := os.MkdirAll(cfg.Node.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("agent: create data directory: %w", err)
+	}
+	if a.lock, err = store.LockDir(cfg.Node.DataDir); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	if a.store, err = store.Open(cfg.Node.DataDir); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	hs, err := a.store.Load()
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	key, err := clusterKey(cfg)
+	if err != nil {
+		return nil, err
+	}
+
+	a.tr = opts.Transport
+	peerID, peerAddr := "", ""
+	if a.tr == nil {
+		host, err := transport.New(ctx, transport.Config{
+			DataDir:         cfg.Node.DataDir,
+			Listen:          cfg.Transport.Listen,
+			ClusterKey:      key,
+			MaxMessageBytes: cfg.Transport.MaxMessageBytes,
+			Logger:          lg.Named("transport"),
+			Self:            a.self.ID,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+		a.tr = host
+		peerID = host.PeerID()
+		if addrs := host.Addrs(); len(addrs) > 0 {
+			peerAddr = addrs[0]
+		}
+	}
+
+	a.cluster = opts.Cluster
+	if a.cluster == nil {
+		ml, err := membership.Start(membership.Config{
+			Name:      cfg.Node.Name,
+			ID:        a.self.ID,
+			Voter:     a.self.Voter,
+			Bind:      cfg.Gossip.Bind,
+			Advertise: cfg.Gossip.Advertise,
+			Join:      cfg.Gossip.Join,
+			Key:       key,
+			Profile:   cfg.Gossip.Profile,
+			PeerID:    peerID,
+			PeerAddr:  peerAddr,
+			Logger:    lg.Named("gossip"),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+		a.cluster = ml
+	}
+
+	if a.proto, err = newProtocol(cfg, a.self, hs, a.now(), lg.Named("election")); err != nil {
+		return nil, err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metricsCollector{a}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	a.srv, err = localapi.New(localapi.Options{
+		Backend: backend{a},
+		Hub:     a.hub,
+		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	// The socket comes last: once it exists, local processes may ask, and
+	// everything that answers them is ready.
+	if a.listener, err = localapi.Listen(cfg.API.Socket, cfg.API.SocketMode.Perm()); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	lg.Info("agent ready",
+		zap.String("node", cfg.Node.Name), zap.Uint64("id", cfg.Node.ID),
+		zap.String("protocol", cfg.Election.Protocol),
+		zap.Uint64("term", hs.Term), zap.Uint64("epoch", hs.Epoch),
+		zap.String("peer_id", peerID), zap.String("peer_addr", peerAddr))
+	return a, nil
+}
+
+func isVoter(cfg config.Config) bool {
+	return cfg.Election.Protocol != config.ProtocolMajority || slices.Contains(cfg.Election.Voters, cfg.Node.Name)
+}
+
+func clusterKey(cfg config.Config) ([]byte, error) {
+	if cfg.Gossip.Key == "" {
+		return nil, nil
+	}
+	key, err := membership.ParseKey(cfg.Gossip.Key)
+	if err != nil {
+		return nil, fmt.Errorf("agent: gossip.key: %w", err)
+	}
+	return key, nil
+}
+
+// newProtocol builds the configured election.
+func newProtocol(cfg config.Config, self protocols.Member, hs protocols.HardState, now protocols.Time, lg *zap.Logger) (protocols.Protocol, error) {
+	seed := uint64(time.Now().UnixNano()) ^ uint64(self.ID)<<32
+	rng := rand.New(rand.NewPCG(seed, uint64(os.Getpid())))
+	plog := zapLogger{lg.Sugar()}
+	members := []protocols.Member{self}
+	et := cfg.Election.ElectionTimeout.Std()
+	hb := cfg.Detector.HeartbeatInterval.Std()
+	var (
+		p   protocols.Protocol
+		err error
+	)
+	switch cfg.Election.Protocol {
+	case config.ProtocolMajority:
+		p, err = majority.New(majority.Config{
+			ID: self.ID, Members: members, Voters: cfg.Election.Voters,
+			ElectionTimeout: et, HeartbeatInterval: hb,
+			PreVote: cfg.Election.PreVote, CheckQuorum: cfg.Election.CheckQuorum,
+			MaxClockDrift: maxClockDrift, HardState: hs, Now: now, Rand: rng, Logger: plog,
+		})
+	case config.ProtocolBully:
+		p, err = bully.New(bully.Config{
+			ID: self.ID, Members: members, ElectionTimeout: et, HeartbeatInterval: hb,
+			NoPreempt: !cfg.Election.Preempt, HardState: hs, Now: now, Rand: rng, Logger: plog,
+		})
+	case config.ProtocolRing:
+		p, err = ring.New(ring.Config{
+			ID: self.ID, Members: members, ElectionTimeout: et, HeartbeatInterval: hb,
+			Algorithm: cfg.Election.RingAlgorithm, HardState: hs, Now: now, Rand: rng, Logger: plog,
+		})
+	default:
+		err = fmt.Errorf("unknown protocol %q", cfg.Election.Protocol)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("agent: election: %w", err)
+	}
+	return p, nil
+}
+
+// zapLogger adapts zap to protocols.Logger.
+type zapLogger struct{ s *zap.SugaredLogger }
+
+func (l zapLogger) Debugw(msg string, kv ...any) { l.s.Debugw(msg, kv...) }
+func (l zapLogger) Infow(msg string, kv ...any)  { l.s.Infow(msg, kv...) }
+
+// now reads the monotonic clock as the protocol's local time.
+func (a *Agent) now() protocols.Time { return protocols.Time(time.Since(a.start)) }
+
+// Run drives the agent until ctx is cancelled, then hands leadership over,
+// leaves gossip and releases everything. It returns nil after a clean
+// shutdown and an error when the agent had to stop (a failed fsync).
+func (a *Agent) Run(ctx context.Context) error {
+	defer a.closeAll()
+	a.publish() // watchers connecting now get the state first
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- a.srv.Serve(a.listener) }()
+
+	ticker := time.NewTicker(tickInterval)
+	defer ticker.Stop()
+	err := a.loop(ctx, ticker.C, serveErr)
+	crashed := errors.Is(err, errKilled)
+	if err == nil {
+		a.handover(ticker.C)
+	}
+	close(a.loopDone)
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	if shutErr := a.srv.Shutdown(sctx); shutErr != nil {
+		a.log.Warn("socket shutdown", zap.Error(shutErr))
+	}
+	cancel()
+	if srvErr := <-serveErr; srvErr != nil && err == nil {
+		err = fmt.Errorf("agent: %w", srvErr)
+	}
+	a.hub.Close()
+	if crashed {
+		// Like a SIGKILL: no goodbye, peers must detect the failure.
+		return nil
+	}
+	if leaveErr := a.cluster.Leave(time.Second); leaveErr != nil && !errors.Is(leaveErr, membership.ErrShutdown) {
+		a.log.Warn("leaving gossip", zap.Error(leaveErr))
+	}
+	return err
+}
+
+// errKilled ends the loop of an agent stopped with Kill.
+var errKilled = errors.New("agent: killed")
+
+// Kill stops the agent as abruptly as an in-process stop can: no leadership
+// handover, no gossip leave. `agent dev` and tests use it to imitate a
+// crash; Run returns nil.
+func (a *Agent) Kill() { a.killOnce.Do(func() { close(a.killed) }) }
+
+// Subscribe returns a watch on this agent's status: the current one first,
+// then every change (see localapi.Hub).
+func (a *Agent) Subscribe() *localapi.Subscription { return a.hub.Subscribe() }
+
+// SocketPath returns the path of the agent's API socket.
+func (a *Agent) SocketPath() string { return a.cfg.API.Socket }
+
+func (a *Agent) loop(ctx context.Context, tick <-chan time.Time, serveErr <-chan error) error {
+	if err := a.handleReady(); err != nil {
+		return err
+	}
+	events := a.cluster.Events()
+	inbound := a.tr.Inbound()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-a.killed:
+			return errKilled
+		case <-tick:
+			now := a.now()
+			a.proto.Tick(now)
+			a.checkDetectors(now)
+		case m, ok := <-inbound:
+			if !ok {
+				return errors.New("agent: transport closed")
+			}
+			a.receive(m)
+		case ev, ok := <-events:
+			if !ok {
+				return errors.New("agent: membership closed")
+			}
+			a.membershipEvent(ev)
+		case req := <-a.requests:
+			req()
+		case err := <-serveErr:
+			return fmt.Errorf("agent: socket API stopped: %w", err)
+		}
+		if err := a.handleReady(); err != nil {
+			return err
+		}
+	}
+}
+
+// handover asks a leader to transfer leadership and keeps the loop running
+// until it no longer leads or handoverTimeout passes.
+func (a *Agent) handover(tick <-chan time.Time) {
+	if a.proto.Status(a.now()).Role != protocols.Leader {
+		return
+	}
+	if err := a.proto.Resign(a.now()); err != nil {
+		a.log.Info("no leadership transfer on shutdown", zap.Error(err))
+		return
+	}
+	a.log.Info("handing leadership over before shutdown")
+	deadline := time.After(handoverTimeout)
+	inbound := a.tr.Inbound()
+	for {
+		if err := a.handleReady(); err != nil {
+			a.log.Warn("during handover", zap.Error(err))
+			return
+		}
+		st := a.proto.Status(a.now())
+		if st.Leader != a.self.ID && st.Leader != protocols.None {
+			return
+		}
+		select {
+		case <-deadline:
+			a.log.Warn("leadership handover timed out")
+			return
+		case <-tick:
+			a.proto.Tick(a.now())
+		case m, ok := <-inbound:
+			if !ok {
+				return
+			}
+			a.receive(m)
+		}
+	}
+}
+
+func (a *Agent) closeAll() {
+	if a.listener != nil && a.srv == nil {
+		_ = a.listener.Close()
+	}
+	if a.cluster != nil {
+		if err := a.cluster.Shutdown(); err != nil {
+			a.log.Warn("gossip shutdown", zap.Error(err))
+		}
+	}
+	if a.tr != nil {
+		if err := a.tr.Close(); err != nil {
+			a.log.Warn("transport close", zap.Error(err))
+		}
+	}
+	if a.lock != nil {
+		if err := a.lock.Unlock(); err != nil {
+			a.log.Warn("data directory unlock", zap.Error(err))
+		}
+	}
+}
+
+// handleReady applies the driver contract: persist, send, announce, advance.
+func (a *Agent) handleReady() error {
+	for a.proto.HasReady() {
+		rd := a.proto.Ready()
+		if rd.HardState != nil {
+			if err := a.store.Save(*rd.HardState); err != nil {
+				// Sending now could break a promise a vote made; stop.
+				return fmt.Errorf("agent: persist election state: %w", err)
+			}
+		}
+		for _, m := range rd.Messages {
+			a.stats.sent[m.Kind]++
+			a.tr.Send(m.To, m)
+		}
+		if ss := rd.SoftState; ss != nil {
+			a.log.Debug("soft state", zap.Stringer("role", ss.Role), zap.Uint64("leader", uint64(ss.Leader)), zap.Uint64("epoch", ss.Epoch))
+		}
+		a.proto.Advance(rd)
+	}
+	a.publish()
+	a.checkConfirms()
+	return nil
+}
+
+// receive feeds a peer's message to the detector and the protocol.
+func (a *Agent) receive(m protocols.Message) {
+	now := a.now()
+	if _, known := a.byID[m.From]; !known {
+		a.stats.stepErrors++
+		a.log.Debug("message from a node gossip has not introduced", zap.Uint64("from", uint64(m.From)), zap.Stringer("kind", m.Kind))
+		return
+	}
+	a.stats.received[m.Kind]++
+	if m.Kind == protocols.MsgHeartbeat || m.Kind == protocols.MsgHeartbeatResp {
+		a.heard(now, m.From)
+	}
+	if err := a.proto.Step(now, m); err != nil {
+		a.stats.stepErrors++
+		a.log.Debug("message refused", zap.Stringer("msg", m), zap.Error(err))
+	}
+}
+
+// membershipEvent turns gossip changes into transport peers and protocol
+// membership input.
+func (a *Agent) membershipEvent(ev membership.Event) {
+	if ev.Kind == membership.EventResync {
+		for _, m := range a.cluster.Members() {
+			a.applyMember(m)
+		}
+		return
+	}
+	a.applyMember(ev.Member)
+}
+
+func (a *Agent) applyMember(m membership.Member) {
+	if m.Name == a.self.Name {
+		return
+	}
+	now := a.now()
+	prev, known := a.members[m.Name]
+	a.members[m.Name] = m
+	if known && prev.ID != m.ID {
+		delete(a.byID, prev.ID)
+	}
+	switch m.State {
+	case membership.StateAlive, membership.StateSuspect:
+		if m.ID == protocols.None {
+			return
+		}
+		a.byID[m.ID] = m.Name
+		if m.PeerID != "" && (!known || prev.PeerID != m.PeerID || prev.PeerAddr != m.PeerAddr || prev.State != m.State) {
+			if err := a.tr.SetPeer(m.ID, m.PeerID, m.PeerAddr); err != nil {
+				a.log.Warn("cannot admit member", zap.String("member", m.Name), zap.Error(err))
+			}
+		}
+		if !known || prev.State == membership.StateDead || prev.State == membership.StateLeft || prev.ID != m.ID {
+			a.log.Info("member up", zap.String("member", m.Name), zap.Uint64("id", uint64(m.ID)))
+			a.proto.MemberUp(now, m.ProtocolMember())
+		}
+	case membership.StateDead, membership.StateLeft:
+		a.log.Info("member down", zap.String("member", m.Name), zap.Stringer("state", m.State))
+		a.proto.MemberDown(now, m.ID)
+		delete(a.detectors, m.ID)
+	}
+}

@@ -1,0 +1,272 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/conclave-agent/conclave/api"
+	"github.com/conclave-agent/conclave/config"
+	"github.com/conclave-agent/conclave/localapi"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// libp2p and its dependencies keep process-wide workers that
+		// outlive any one host (verified: none is started by conclave).
+		goleak.IgnoreAnyFunction("github.com/ipfs/go-log/v2/writer.(*MirrorWriter).logRoutine"),
+		goleak.IgnoreAnyFunction("go.opencensus.io/stats/view.(*worker).start"),
+		goleak.IgnoreTopFunction("github.com/libp2p/go-libp2p/p2p/transport/tcpreuse.(*ConnMgr).run"),
+		goleak.IgnoreAnyFunction("github.com/libp2p/go-flow-metrics.(*sweeper).run"),
+		goleak.IgnoreAnyFunction("github.com/libp2p/go-libp2p/p2p/host/resource-manager.(*resourceManager).background"),
+	)
+}
+
+// freePort returns a loopback port free for TCP and UDP.
+func freePort(t testing.TB) int {
+	t.Helper()
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
+		l.Close()
+		if err == nil {
+			u.Close()
+			return port
+		}
+	}
+	t.Fatal("no free port")
+	return 0
+}
+
+// testCluster runs real agents in this process: real memberlist, real
+// libp2p, real sockets and files.
+type testCluster struct {
+	t      *testing.T
+	cfgs   []config.Config
+	agents []*Agent
+	cancel []context.CancelFunc
+	done   []chan error
+	logs   []*observer.ObservedLogs
+}
+
+func newTestCluster(t *testing.T, n int, protocol string, key string) *testCluster {
+	tc := &testCluster{t: t}
+	dir := t.TempDir()
+	var binds, voters []string
+	for i := 1; i <= n; i++ {
+		binds = append(binds, fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+		voters = append(voters, fmt.Sprintf("n%d", i))
+	}
+	for i := 0; i < n; i++ {
+		c := config.Default()
+		c.Node = config.Node{Name: voters[i], ID: uint64(i + 1), DataDir: filepath.Join(dir, voters[i])}
+		c.Gossip.Bind = binds[i]
+		c.Gossip.Profile = config.ProfileLocal
+		c.Gossip.Key = key
+		if i > 0 {
+			c.Gossip.Join = []string{binds[0]} // one seed address
+		}
+		c.Transport.Listen = fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", freePort(t))
+		c.Election.Protocol = protocol
+		c.Election.Voters = voters
+		c.Election.ElectionTimeout = config.Duration(500 * time.Millisecond)
+		c.Detector.HeartbeatInterval = config.Duration(50 * time.Millisecond)
+		c.API.Socket = filepath.Join(dir, voters[i], "agent.sock")
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		tc.cfgs = append(tc.cfgs, c)
+	}
+	tc.agents = make([]*Agent, n)
+	tc.cancel = make([]context.CancelFunc, n)
+	tc.done = make([]chan error, n)
+	tc.logs = make([]*observer.ObservedLogs, n)
+	t.Cleanup(tc.stopAll)
+	return tc
+}
+
+func (tc *testCluster) start(i int) error {
+	core, logs := observer.New(zap.InfoLevel)
+	tc.logs[i] = logs
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err := New(ctx, tc.cfgs[i], Options{Logger: zap.New(core)})
+	if err != nil {
+		cancel()
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	tc.agents[i], tc.cancel[i], tc.done[i] = a, cancel, done
+	return nil
+}
+
+func (tc *testCluster) startAll() {
+	for i := range tc.cfgs {
+		if err := tc.start(i); err != nil {
+			tc.t.Fatal(err)
+		}
+	}
+}
+
+// stop stops agent i, gracefully or as a crash, and waits for Run.
+func (tc *testCluster) stop(i int, crash bool) {
+	if tc.agents[i] == nil {
+		return
+	}
+	if crash {
+		tc.agents[i].Kill()
+	} else {
+		tc.cancel[i]()
+	}
+	if err := <-tc.done[i]; err != nil {
+		tc.t.Errorf("n%d Run: %v", i+1, err)
+	}
+	tc.cancel[i]()
+	tc.agents[i] = nil
+}
+
+func (tc *testCluster) stopAll() {
+	for i := range tc.agents {
+		tc.stop(i, false)
+	}
+}
+
+func (tc *testCluster) status(i int) (api.Status, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return backend{tc.agents[i]}.Status(ctx, false)
+}
+
+// waitAgreed waits until every running agent reports the same leader with
+// an epoch above minEpoch, and exactly that leader reports itself leader.
+func (tc *testCluster) waitAgreed(minEpoch uint64, within time.Duration) api.Status {
+	tc.t.Helper()
+	deadline := time.Now().Add(within)
+	var last []api.Status
+	for time.Now().Before(deadline) {
+		last = last[:0]
+		agreed := true
+		var leader api.Status
+		for i, a := range tc.agents {
+			if a == nil {
+				continue
+			}
+			st, err := tc.status(i)
+			if err != nil {
+				tc.t.Fatalf("n%d status: %v", i+1, err)
+			}
+			last = append(last, st)
+			if st.Leader == "" || st.Epoch <= minEpoch || (leader.Leader != "" && (st.Leader != leader.Leader || st.Epoch != leader.Epoch)) {
+				agreed = false
+			}
+			if st.Role == api.RoleLeader {
+				leader = st
+			}
+			if leader.Leader == "" && st.Leader != "" {
+				leader = api.Status{Leader: st.Leader, Epoch: st.Epoch}
+			}
+		}
+		if agreed && leader.Node != "" {
+			return leader
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	tc.t.Fatalf("no agreement on a leader above epoch %d within %v; last statuses: %+v", minEpoch, within, last)
+	return api.Status{}
+}
+
+func TestSingleNodeElectsItselfAtOnce(t *testing.T) {
+	tc := newTestCluster(t, 1, config.ProtocolMajority, "")
+	tc.startAll()
+	st := tc.waitAgreed(0, 10*time.Second)
+	if st.Leader != "n1" || st.Role != api.RoleLeader || st.LeaseMS <= 0 || !st.Quorum.Healthy {
+		t.Fatalf("status %+v, want n1 leading with a lease", st)
+	}
+}
+
+func TestSecondAgentOnSameDataDirRefuses(t *testing.T) {
+	tc := newTestCluster(t, 1, config.ProtocolMajority, "")
+	tc.startAll()
+	cfg := tc.cfgs[0]
+	cfg.API.Socket = cfg.API.Socket + "2"
+	_, err := New(context.Background(), cfg, Options{})
+	if err == nil || !strings.Contains(err.Error(), "in use by another agent") {
+		t.Fatalf("second agent on the same data directory: %v", err)
+	}
+}
+
+// Five in-process nodes on real memberlist and libp2p discover each other
+// from one seed address, elect a leader, and elect another with a higher
+// epoch when the leader crashes.
+func TestFiveNodesElectAndFailOver(t *testing.T) {
+	for _, protocol := range []string{config.ProtocolMajority, config.ProtocolBully, config.ProtocolRing} {
+		t.Run(protocol, func(t *testing.T) {
+			tc := newTestCluster(t, 5, protocol, "")
+			tc.startAll()
+			first := tc.waitAgreed(0, 30*time.Second)
+			if protocol != config.ProtocolMajority && first.Leader != "n5" {
+				t.Errorf("%s elected %s, want the highest id n5", protocol, first.Leader)
+			}
+			var idx int
+			fmt.Sscanf(first.Leader, "n%d", &idx)
+			tc.stop(idx-1, true)
+			second := tc.waitAgreed(first.Epoch, 30*time.Second)
+			if second.Leader == first.Leader || second.Epoch <= first.Epoch {
+				t.Fatalf("after killing %s (epoch %d): leader %s epoch %d", first.Leader, first.Epoch, second.Leader, second.Epoch)
+			}
+			if protocol != config.ProtocolMajority && second.Leader != "n4" {
+				t.Errorf("%s elected %s after n5 died, want n4", protocol, second.Leader)
+			}
+		})
+	}
+}
+
+// A graceful stop of the leader hands leadership over first.
+func TestGracefulStopHandsOver(t *testing.T) {
+	tc := newTestCluster(t, 3, config.ProtocolMajority, "")
+	tc.startAll()
+	first := tc.waitAgreed(0, 30*time.Second)
+	var idx int
+	fmt.Sscanf(first.Leader, "n%d", &idx)
+	tc.stop(idx-1, false)
+	if tc.logs[idx-1].FilterMessage("handing leadership over before shutdown").Len() == 0 {
+		t.Errorf("leader did not hand over on shutdown; logs: %v", tc.logs[idx-1].All())
+	}
+	second := tc.waitAgreed(first.Epoch, 30*time.Second)
+	if second.Leader == first.Leader {
+		t.Fatalf("leader unchanged after stop")
+	}
+}
+
+func TestConsistentStatus(t *testing.T) {
+	tc := newTestCluster(t, 3, config.ProtocolMajority, "")
+	tc.startAll()
+	first := tc.waitAgreed(0, 30*time.Second)
+	var idx int
+	fmt.Sscanf(first.Leader, "n%d", &idx)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := backend{tc.agents[idx-1]}.Status(ctx, true)
+	if err != nil || st.Role != api.RoleLeader {
+		t.Fatalf("consistent status on the leader: %+v, %v", st, err)
+	}
+
+	bt := newTestCluster(t, 1, config.ProtocolBully, "")
+	bt.startAll()
+	if _, err := (backend{bt.agents[0]}).Status(ctx, true); !errors.Is(err, localapi.ErrConsistentUnsupported) {
+		t.Fatalf("consistent status on bully: %v, want ErrConsistentUnsupported", err)
+	}
+}

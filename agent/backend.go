@@ -1,0 +1,142 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/conclave-agent/conclave/api"
+	"github.com/conclave-agent/conclave/localapi"
+	"github.com/conclave-agent/conclave/protocols"
+)
+
+// errStopped answers requests that arrive after the loop ended.
+var errStopped = fmt.Errorf("agent is stopping: %w", localapi.ErrUnavailable)
+
+// backend answers the socket API by running each request on the loop, so
+// it sees election state between two inputs and never races with them.
+type backend struct{ a *Agent }
+
+var _ localapi.Backend = backend{}
+
+// do runs f on the loop goroutine and waits for it.
+func (a *Agent) do(ctx context.Context, f func()) error {
+	done := make(chan struct{})
+	select {
+	case a.requests <- func() { f(); close(done) }:
+	case <-a.loopDone:
+		return errStopped
+	case <-ctx.Done():
+		return fmt.Errorf("agent loop busy: %w", ctx.Err())
+	}
+	select {
+	case <-done:
+		return nil
+	case <-a.loopDone:
+		return errStopped
+	}
+}
+
+func (b backend) Status(ctx context.Context, consistent bool) (api.Status, error) {
+	if consistent {
+		return b.a.consistentStatus(ctx)
+	}
+	var st api.Status
+	err := b.a.do(ctx, func() { st = b.a.status(b.a.now()) })
+	return st, err
+}
+
+func (b backend) Members(ctx context.Context) ([]api.Member, error) {
+	var out []api.Member
+	err := b.a.do(ctx, func() { out = b.a.memberList(b.a.now()) })
+	return out, err
+}
+
+func (b backend) Resign(ctx context.Context) error {
+	var err error
+	if doErr := b.a.do(ctx, func() { err = b.a.proto.Resign(b.a.now()) }); doErr != nil {
+		return doErr
+	}
+	switch {
+	case errors.Is(err, protocols.ErrNotLeader):
+		return fmt.Errorf("resign: %w", localapi.ErrNotLeader)
+	case err != nil:
+		return fmt.Errorf("resign: %w: %v", localapi.ErrUnavailable, err)
+	}
+	return nil
+}
+
+func (b backend) Health(ctx context.Context) error {
+	return b.a.do(ctx, func() {})
+}
+
+// confirmWait is a consistent read waiting for its quorum round.
+type confirmWait struct {
+	token    uint64
+	deadline protocols.Time
+	done     chan error
+}
+
+// consistentStatus confirms leadership with a fresh quorum round before
+// answering (majority only). A follower answers at once: it makes no claim
+// that needs confirming.
+func (a *Agent) consistentStatus(ctx context.Context) (api.Status, error) {
+	confirmer, ok := a.proto.(protocols.Confirmer)
+	if !ok {
+		return api.Status{}, fmt.Errorf("%w: protocol %q has no quorum to confirm leadership with; only majority does", localapi.ErrConsistentUnsupported, a.cfg.Election.Protocol)
+	}
+	var (
+		wait *confirmWait
+		st   api.Status
+	)
+	err := a.do(ctx, func() {
+		now := a.now()
+		st = a.status(now)
+		if st.Role != api.RoleLeader {
+			return
+		}
+		token, err := confirmer.ConfirmLeadership(now)
+		if err != nil {
+			st = a.status(now)
+			return
+		}
+		wait = &confirmWait{token: token, deadline: now.Add(a.cfg.Election.ElectionTimeout.Std()), done: make(chan error, 1)}
+		a.confirms = append(a.confirms, wait)
+	})
+	if err != nil || wait == nil {
+		return st, err
+	}
+	select {
+	case err := <-wait.done:
+		if err != nil {
+			return api.Status{}, err
+		}
+	case <-ctx.Done():
+		return api.Status{}, fmt.Errorf("consistent status: %w", ctx.Err())
+	}
+	err = a.do(ctx, func() { st = a.status(a.now()) })
+	return st, err
+}
+
+// checkConfirms settles consistent reads after each input.
+func (a *Agent) checkConfirms() {
+	if len(a.confirms) == 0 {
+		return
+	}
+	confirmer := a.proto.(protocols.Confirmer)
+	now := a.now()
+	kept := a.confirms[:0]
+	for _, w := range a.confirms {
+		switch {
+		case confirmer.Confirmed(w.token):
+			w.done <- nil
+		case now >= w.deadline:
+			w.done <- fmt.Errorf("%w: no quorum confirmed leadership within %v", localapi.ErrUnavailable, a.cfg.Election.ElectionTimeout.Std())
+		case a.proto.Status(now).Role != protocols.Leader:
+			w.done <- fmt.Errorf("%w: lost leadership while confirming it", localapi.ErrUnavailable)
+		default:
+			kept = append(kept, w)
+		}
+	}
+	a.confirms = kept
+}

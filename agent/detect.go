@@ -1,0 +1,64 @@
+package agent
+
+import (
+	"go.uber.org/zap"
+
+	"github.com/conclave-agent/conclave/phi"
+	"github.com/conclave-agent/conclave/protocols"
+)
+
+// detectorConfig maps the [detector] section onto phi's parameters.
+func (a *Agent) detectorConfig() phi.Config {
+	d := a.cfg.Detector
+	return phi.Config{
+		Threshold:              d.Threshold,
+		MaxSamples:             d.MaxSamples,
+		MinStdDev:              d.MinStdDev.Std(),
+		AcceptablePause:        d.AcceptablePause.Std(),
+		FirstHeartbeatEstimate: d.HeartbeatInterval.Std(),
+	}
+}
+
+// heard records a heartbeat (or a heartbeat's answer) from id: followers
+// watch the leader this way, and a leader watches its followers. A member
+// suspected before is cleared at once.
+func (a *Agent) heard(now protocols.Time, id protocols.ID) {
+	d := a.detectors[id]
+	if d == nil {
+		var err error
+		if d, err = phi.New(a.detectorConfig()); err != nil {
+			// config.Validate checked these values; this is a bug.
+			a.log.Error("failure detector", zap.Error(err))
+			return
+		}
+		a.detectors[id] = d
+	}
+	d.Heartbeat(now)
+	if a.suspected[id] {
+		delete(a.suspected, id)
+		a.log.Info("member heard again", zap.String("member", a.byID[id]))
+		a.proto.Suspect(now, id, false)
+	}
+}
+
+// checkDetectors raises a suspicion, once, for every member whose phi
+// crossed the threshold.
+func (a *Agent) checkDetectors(now protocols.Time) {
+	for id, d := range a.detectors {
+		if a.suspected[id] || !d.Suspect(now) {
+			continue
+		}
+		a.suspected[id] = true
+		a.log.Info("member suspected", zap.String("member", a.byID[id]), zap.Float64("phi", d.Phi(now)))
+		a.proto.Suspect(now, id, true)
+	}
+}
+
+// phiOf returns the current phi of a member, and whether it is measured.
+func (a *Agent) phiOf(now protocols.Time, id protocols.ID) (float64, bool) {
+	d := a.detectors[id]
+	if d == nil {
+		return 0, false
+	}
+	return d.Phi(now), true
+}

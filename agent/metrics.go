@@ -1,0 +1,118 @@
+package agent
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/conclave-agent/conclave/api"
+	"github.com/conclave-agent/conclave/protocols"
+)
+
+// metricsCollector exports the agent's state as Prometheus metrics. It
+// reads everything on the loop at scrape time, so the loop keeps plain
+// counters and pays nothing for metrics between scrapes. Each agent has its
+// own registry: `agent dev` runs several in one process.
+type metricsCollector struct{ a *Agent }
+
+var (
+	descRole             = prometheus.NewDesc("conclave_role", "1 for this agent's current role, by role.", []string{"role"}, nil)
+	descEpoch            = prometheus.NewDesc("conclave_epoch", "The current epoch (fencing token).", nil, nil)
+	descIsLeader         = prometheus.NewDesc("conclave_is_leader", "1 while this agent leads (with a valid lease in majority).", nil, nil)
+	descLeaderChanges    = prometheus.NewDesc("conclave_leader_changes_total", "Leadership changes this agent observed.", nil, nil)
+	descElectionsStarted = prometheus.NewDesc("conclave_elections_started_total", "Elections this agent took part in as a candidate.", nil, nil)
+	descElectionsWon     = prometheus.NewDesc("conclave_elections_won_total", "Elections this agent won.", nil, nil)
+	descSent             = prometheus.NewDesc("conclave_messages_sent_total", "Election messages handed to the transport, by kind.", []string{"kind"}, nil)
+	descReceived         = prometheus.NewDesc("conclave_messages_received_total", "Election messages received from members, by kind.", []string{"kind"}, nil)
+	descRefused          = prometheus.NewDesc("conclave_messages_refused_total", "Messages the protocol refused or that came from unknown nodes.", nil, nil)
+	descDropped          = prometheus.NewDesc("conclave_transport_dropped_total", "Messages or frames the transport dropped, by reason.", []string{"reason"}, nil)
+	descLeaderPhi        = prometheus.NewDesc("conclave_leader_phi", "Phi of the current leader as seen by this agent (0 on the leader).", nil, nil)
+	descQuorumVoters     = prometheus.NewDesc("conclave_quorum_voters", "Configured voters (majority) or live members.", nil, nil)
+	descQuorumReachable  = prometheus.NewDesc("conclave_quorum_reachable", "Voters this agent hears, itself included.", nil, nil)
+	descQuorumHealthy    = prometheus.NewDesc("conclave_quorum_healthy", "1 while a majority of voters is reachable.", nil, nil)
+	descMembers          = prometheus.NewDesc("conclave_members", "Live members known, this agent included.", nil, nil)
+	descRequests         = prometheus.NewDesc("conclave_localapi_requests_total", "Socket API requests answered, by path and status code.", []string{"path", "code"}, nil)
+)
+
+func (c metricsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRole, descEpoch, descIsLeader, descLeaderChanges, descElectionsStarted,
+		descElectionsWon, descSent, descReceived, descRefused, descDropped, descLeaderPhi, descQuorumVoters,
+		descQuorumReachable, descQuorumHealthy, descMembers, descRequests} {
+		ch <- d
+	}
+}
+
+type metricsSnapshot struct {
+	status    api.Status
+	stats     loopStats
+	leaderPhi float64
+}
+
+func (c metricsCollector) Collect(ch chan<- prometheus.Metric) {
+	a := c.a
+	var snap metricsSnapshot
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := a.do(ctx, func() {
+		now := a.now()
+		snap.status = a.status(now)
+		snap.stats = a.stats
+		snap.stats.sent = copyCounts(a.stats.sent)
+		snap.stats.received = copyCounts(a.stats.received)
+		if st := a.proto.Status(now); st.Leader != protocols.None && st.Leader != a.self.ID {
+			snap.leaderPhi, _ = a.phiOf(now, st.Leader)
+		}
+	})
+	if err != nil {
+		return // the loop has stopped: no election metrics to give
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	for _, r := range []protocols.Role{protocols.Follower, protocols.Candidate, protocols.Leader, protocols.Observer} {
+		gauge(descRole, b2f(snap.status.Role == r.String()), r.String())
+	}
+	gauge(descEpoch, float64(snap.status.Epoch))
+	gauge(descIsLeader, b2f(snap.status.Role == api.RoleLeader))
+	counter(descLeaderChanges, float64(snap.stats.leaderChanges))
+	counter(descElectionsStarted, float64(snap.stats.electionsStarted))
+	counter(descElectionsWon, float64(snap.stats.electionsWon))
+	for _, k := range protocols.AllKinds() {
+		counter(descSent, float64(snap.stats.sent[k]), k.String())
+		counter(descReceived, float64(snap.stats.received[k]), k.String())
+	}
+	counter(descRefused, float64(snap.stats.stepErrors))
+	for reason, n := range a.tr.Stats().Dropped {
+		counter(descDropped, float64(n), reason)
+	}
+	gauge(descLeaderPhi, min(snap.leaderPhi, api.MaxPhi))
+	gauge(descQuorumVoters, float64(snap.status.Quorum.Voters))
+	gauge(descQuorumReachable, float64(snap.status.Quorum.Reachable))
+	gauge(descQuorumHealthy, b2f(snap.status.Quorum.Healthy))
+	gauge(descMembers, float64(snap.status.Members))
+	if a.srv != nil {
+		for _, rc := range a.srv.RequestCounts() {
+			counter(descRequests, float64(rc.Count), rc.Path, strconv.Itoa(rc.Code))
+		}
+	}
+}
+
+func copyCounts(m map[protocols.MessageKind]uint64) map[protocols.MessageKind]uint64 {
+	out := make(map[protocols.MessageKind]uint64, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

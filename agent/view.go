@@ -1,0 +1,127 @@
+package agent
+
+import (
+	"math"
+	"slices"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/conclave-agent/conclave/api"
+	"github.com/conclave-agent/conclave/config"
+	"github.com/conclave-agent/conclave/membership"
+	"github.com/conclave-agent/conclave/protocols"
+)
+
+// view is the part of the status whose change is announced to watchers.
+type view struct {
+	role   protocols.Role
+	leader string
+	epoch  uint64
+}
+
+// status computes the API status at now. Role and leader come from the
+// protocol's Status at this instant, so an expired lease shows at once.
+func (a *Agent) status(now protocols.Time) api.Status {
+	st := a.proto.Status(now)
+	out := api.Status{
+		Node:     a.self.Name,
+		ID:       uint64(a.self.ID),
+		Protocol: a.cfg.Election.Protocol,
+		Role:     st.Role.String(),
+		Epoch:    st.Epoch,
+		Members:  1,
+	}
+	if st.Leader == a.self.ID {
+		out.Leader = a.self.Name
+	} else if st.Leader != protocols.None {
+		out.Leader = a.byID[st.Leader]
+		if out.Leader == "" {
+			out.Leader = st.LeaderName
+		}
+	}
+	if st.Role == protocols.Leader && st.LeaseUntil > now {
+		out.LeaseMS = st.LeaseUntil.Sub(now).Milliseconds()
+	}
+	alive := map[string]bool{a.self.Name: true}
+	for name, m := range a.members {
+		if m.State == membership.StateAlive || m.State == membership.StateSuspect {
+			out.Members++
+			if !a.suspected[m.ID] {
+				alive[name] = true
+			}
+		}
+	}
+	if a.cfg.Election.Protocol == config.ProtocolMajority {
+		out.Quorum.Voters = len(a.cfg.Election.Voters)
+		for _, v := range a.cfg.Election.Voters {
+			if alive[v] {
+				out.Quorum.Reachable++
+			}
+		}
+		out.Quorum.Healthy = out.Quorum.Reachable >= out.Quorum.Voters/2+1
+	} else {
+		out.Quorum.Voters = out.Members
+		out.Quorum.Reachable = len(alive)
+		out.Quorum.Healthy = out.Leader != ""
+	}
+	return out
+}
+
+// members lists every member this agent knows, itself first, with phi.
+func (a *Agent) memberList(now protocols.Time) []api.Member {
+	out := []api.Member{{Name: a.self.Name, ID: uint64(a.self.ID), Addr: a.selfAddr(), State: api.StateAlive}}
+	names := make([]string, 0, len(a.members))
+	for name := range a.members {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		m := a.members[name]
+		am := api.Member{Name: m.Name, ID: uint64(m.ID), Addr: m.Addr, State: m.State.String()}
+		if p, ok := a.phiOf(now, m.ID); ok {
+			am.Phi = math.Min(p, api.MaxPhi)
+		}
+		out = append(out, am)
+	}
+	return out
+}
+
+func (a *Agent) selfAddr() string {
+	for _, m := range a.cluster.Members() {
+		if m.Name == a.self.Name {
+			return m.Addr
+		}
+	}
+	return a.cfg.Gossip.Bind
+}
+
+// publish announces a change of role, leader or epoch to watchers and
+// counts it. It runs after every input, so a lease that runs out is pushed
+// within one tick.
+func (a *Agent) publish() {
+	now := a.now()
+	st := a.status(now)
+	ps := a.proto.Status(now)
+	v := view{role: ps.Role, leader: st.Leader, epoch: st.Epoch}
+	if v == a.lastView {
+		return
+	}
+	prev := a.lastView
+	a.lastView = v
+	if v.leader != prev.leader || v.epoch != prev.epoch {
+		if v.leader != "" {
+			a.stats.leaderChanges++
+		}
+		a.log.Info("leadership", zap.String("leader", v.leader), zap.Uint64("epoch", v.epoch), zap.String("role", strings.ToLower(v.role.String())))
+	}
+	if v.role != prev.role {
+		switch v.role {
+		case protocols.Candidate:
+			a.stats.electionsStarted++
+		case protocols.Leader:
+			a.stats.electionsWon++
+		}
+	}
+	a.hub.Publish(st)
+}

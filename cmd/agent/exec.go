@@ -1,0 +1,274 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/conclave-agent/conclave/api"
+	"github.com/conclave-agent/conclave/client"
+)
+
+// exec timings. The poll keeps the lease fresh (a paused agent stops
+// answering, so its lease is not renewed here and the child is stopped when
+// it runs out); the watch pushes changes at once.
+const (
+	execPollInterval = 100 * time.Millisecond
+	execPollTimeout  = 500 * time.Millisecond
+	// execStaleAfter: with no fresh answer for this long, contact with the
+	// agent counts as lost (bully and ring have no lease to go by).
+	execStaleAfter  = time.Second
+	execRestartWait = time.Second
+)
+
+func runExec(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("agent exec", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	socket := fs.String("socket", api.DefaultSocketPath(), "agent socket (default: $"+api.EnvSocket+", then "+api.DefaultSocket+")")
+	grace := fs.Duration("grace", 5*time.Second, "after SIGTERM, wait this long before SIGKILL")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: agent exec [-socket PATH] [-grace D] -- CMD [ARGS…]")
+		fmt.Fprintln(stderr, "Runs CMD only while this node leads, with CONCLAVE_EPOCH and CONCLAVE_LEADER set;")
+		fmt.Fprintln(stderr, "stops it at once (SIGTERM, then SIGKILL after -grace) on loss of leadership or of the agent.")
+		fs.PrintDefaults()
+	}
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	r := &execRunner{
+		c: client.New(*socket), argv: fs.Args(), grace: *grace,
+		stdout: stdout, stderr: stderr,
+	}
+	defer r.c.Close()
+	return r.run(ctx)
+}
+
+type statusUpdate struct {
+	st  api.Status
+	at  time.Time // when the request was sent: the lease counts from here
+	err error
+}
+
+type execRunner struct {
+	c      *client.Client
+	argv   []string
+	grace  time.Duration
+	stdout io.Writer
+	stderr io.Writer
+
+	child     *exec.Cmd
+	childDone chan error
+	epoch     uint64
+	stopping  bool
+	restartAt time.Time
+}
+
+func (r *execRunner) logf(format string, args ...any) {
+	fmt.Fprintf(r.stderr, "agent exec: "+format+"\n", args...)
+}
+
+func (r *execRunner) run(ctx context.Context) int {
+	updates := make(chan statusUpdate, 16)
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go r.poll(pctx, updates)
+	go r.watch(pctx, updates)
+
+	forward := make(chan os.Signal, 4)
+	signal.Notify(forward, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
+	defer signal.Stop(forward)
+
+	var last statusUpdate
+	check := time.NewTicker(20 * time.Millisecond)
+	defer check.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			// SIGINT/SIGTERM to exec: pass it on, wait out the grace.
+			return r.shutdown()
+		case u := <-updates:
+			if u.err == nil && !u.at.Before(last.at) {
+				last = u
+			} else if u.err != nil && last.err == nil {
+				r.logf("lost contact with the agent: %v", u.err)
+				last = statusUpdate{err: u.err, at: last.at, st: last.st}
+			}
+		case <-check.C:
+		case sig := <-forward:
+			r.signalChild(sig.(syscall.Signal))
+		case err := <-r.childDone:
+			r.reap(err)
+		}
+		r.reconcile(last)
+	}
+}
+
+// leads reports whether u still vouches for this node's leadership now.
+func leads(u statusUpdate, now time.Time) bool {
+	if u.err != nil || u.st.Role != api.RoleLeader || now.Sub(u.at) > execStaleAfter {
+		return false
+	}
+	if u.st.LeaseMS > 0 && now.After(u.at.Add(time.Duration(u.st.LeaseMS)*time.Millisecond)) {
+		return false
+	}
+	return true
+}
+
+func (r *execRunner) reconcile(u statusUpdate) {
+	now := time.Now()
+	want := leads(u, now)
+	if r.child != nil {
+		if !r.stopping && (!want || u.st.Epoch != r.epoch) {
+			r.logf("leadership of epoch %d lost: stopping the command", r.epoch)
+			r.stopChild()
+		}
+		return
+	}
+	if want && now.After(r.restartAt) {
+		r.startChild(u.st)
+	}
+}
+
+func (r *execRunner) startChild(st api.Status) {
+	cmd := exec.Command(r.argv[0], r.argv[1:]...)
+	cmd.Stdout, cmd.Stderr, cmd.Stdin = r.stdout, r.stderr, os.Stdin
+	cmd.Env = append(os.Environ(), "CONCLAVE_EPOCH="+strconv.FormatUint(st.Epoch, 10), "CONCLAVE_LEADER="+st.Leader)
+	// Its own process group, so stopping it stops what it started too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		r.logf("cannot start %s: %v", r.argv[0], err)
+		r.restartAt = time.Now().Add(execRestartWait)
+		return
+	}
+	r.logf("leading in epoch %d: started %s (pid %d)", st.Epoch, r.argv[0], cmd.Process.Pid)
+	r.child, r.epoch, r.stopping = cmd, st.Epoch, false
+	done := make(chan error, 1)
+	r.childDone = done
+	go func() { done <- cmd.Wait() }()
+}
+
+// stopChild sends SIGTERM now and SIGKILL after the grace period.
+func (r *execRunner) stopChild() {
+	if r.child == nil || r.stopping {
+		return
+	}
+	r.stopping = true
+	pgid := r.child.Process.Pid
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	done := r.childDone
+	grace := r.grace
+	go func() {
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		case err := <-done:
+			done <- err // hand the result back to the loop
+		}
+	}()
+}
+
+func (r *execRunner) signalChild(sig syscall.Signal) {
+	if r.child != nil {
+		_ = syscall.Kill(-r.child.Process.Pid, sig)
+	}
+}
+
+func (r *execRunner) reap(err error) {
+	if err != nil {
+		r.logf("command exited: %v", err)
+	} else {
+		r.logf("command exited")
+	}
+	if !r.stopping {
+		// It ended on its own while we still lead: start it again soon.
+		r.restartAt = time.Now().Add(execRestartWait)
+	}
+	r.child, r.childDone, r.stopping = nil, nil, false
+}
+
+// shutdown stops the child (if any) and returns its exit code.
+func (r *execRunner) shutdown() int {
+	if r.child == nil {
+		return 0
+	}
+	r.stopChild()
+	err := <-r.childDone
+	r.child = nil
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	return 0
+}
+
+func (r *execRunner) poll(ctx context.Context, out chan<- statusUpdate) {
+	t := time.NewTicker(execPollInterval)
+	defer t.Stop()
+	for {
+		at := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, execPollTimeout)
+		st, err := r.c.Status(rctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		select {
+		case out <- statusUpdate{st: st, at: at, err: err}:
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// watch pushes changes the moment the agent announces them.
+func (r *execRunner) watch(ctx context.Context, out chan<- statusUpdate) {
+	for ctx.Err() == nil {
+		w, err := r.c.Watch(ctx)
+		if err == nil {
+			for {
+				at := time.Now()
+				st, err := w.Next()
+				if err != nil {
+					break
+				}
+				select {
+				case out <- statusUpdate{st: st, at: at}:
+				case <-ctx.Done():
+				}
+			}
+			w.Close()
+		}
+		if ctx.Err() == nil {
+			// The stream ended: the agent may be gone. Say so at once.
+			select {
+			case out <- statusUpdate{at: time.Now(), err: errors.New("watch stream ended")}:
+			case <-ctx.Done():
+			}
+		}
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-ctx.Done():
+		}
+	}
+}

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/conclave-agent/conclave/agent"
+	"github.com/conclave-agent/conclave/config"
+)
+
+func runRun(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("agent run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "TOML configuration file (config.example.toml documents every key)")
+	overrides := config.RegisterFlags(fs)
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	cfg, err := config.Load(*path, overrides.Apply)
+	if err != nil {
+		fmt.Fprintf(stderr, "agent: %v\n", err)
+		return 2
+	}
+	lg, err := newLogger(cfg.Log, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "agent: %v\n", err)
+		return 2
+	}
+	defer func() { _ = lg.Sync() }()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	a, err := agent.New(ctx, cfg, agent.Options{Logger: lg})
+	if err != nil {
+		lg.Error("cannot start", zap.Error(err))
+		return 1
+	}
+	if err := a.Run(ctx); err != nil {
+		lg.Error("stopped", zap.Error(err))
+		return 1
+	}
+	lg.Info("stopped")
+	return 0
+}
+
+// newLogger builds the zap logger [log] asks for, writing to w.
+func newLogger(c config.Log, w io.Writer) (*zap.Logger, error) {
+	level, err := zapcore.ParseLevel(c.Level)
+	if err != nil {
+		return nil, fmt.Errorf("log.level: %w", err)
+	}
+	ec := zap.NewProductionEncoderConfig()
+	ec.EncodeTime = zapcore.ISO8601TimeEncoder
+	var enc zapcore.Encoder
+	if c.Format == config.FormatJSON {
+		enc = zapcore.NewJSONEncoder(ec)
+	} else {
+		ec.EncodeLevel = zapcore.CapitalLevelEncoder
+		enc = zapcore.NewConsoleEncoder(ec)
+	}
+	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(w), level)), nil
+}
