@@ -1,7 +1,6 @@
 package sim_test
 
 import (
-	"flag"
 	"testing"
 
 	"github.com/conclave-agent/conclave/protocols/majority"
@@ -23,20 +22,8 @@ func majorityOptions(t *testing.T, unsafe majority.Unsafe) sim.Options {
 	return o
 }
 
-// majorityFaults is every scheduled fault but resign: leadership transfer
-// has a known lease bug (a TimeoutNow delayed past the transfer's timeout
-// elects a second leader while the first, its transfer abandoned, holds a
-// renewed lease). Until majority fixes it, TestMajorityTransfer covers
-// resign on its own.
-func majorityFaults() []sim.FaultKind {
-	var fs []sim.FaultKind
-	for _, k := range sim.ScheduledFaults() {
-		if k != sim.FaultResign {
-			fs = append(fs, k)
-		}
-	}
-	return fs
-}
+// majorityFaults is every scheduled fault, leadership transfer included.
+func majorityFaults() []sim.FaultKind { return sim.ScheduledFaults() }
 
 func TestMajoritySchedules(t *testing.T) {
 	o := majorityOptions(t, majority.Unsafe{})
@@ -96,7 +83,7 @@ func TestCheckerCatchesBrokenMajority(t *testing.T) {
 	}
 }
 
-// transferBugSeed replays the known transfer bug with transferOptions.
+// transferBugSeed replays a fixed transfer bug with transferOptions.
 const transferBugSeed = 5266705631892356520
 
 func transferOptions(t *testing.T) sim.Options {
@@ -112,8 +99,6 @@ func TestMajorityTransfer(t *testing.T) {
 	if replay(t, o) {
 		return
 	}
-	t.Skipf("known majority bug: a TimeoutNow delayed past the transfer timeout elects a second leader under a live lease; "+
-		"replay: go test ./sim -run TestMajorityTransfer -seed %d -v (remove this skip when fixed)", uint64(transferBugSeed))
 	st, bad, err := sim.RunMany(o, sim.Batch{Base: 2, Schedules: 1000, MaxViolations: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -177,21 +162,21 @@ func TestProtocolsReplayExactly(t *testing.T) {
 	}
 }
 
-var knownBugs = flag.Bool("known-bugs", false, "replay the seeds of known, unfixed protocol bugs")
-
-// TestMajorityKnownBugs replays the seeds that exposed real majority bugs;
-// once majority is fixed, remove the skip and they must run clean.
+// TestMajorityFixedBugs replays the seeds that exposed real majority bugs,
+// now fixed; they must stay clean.
 //
 //   - transferBugSeed (resign + slow network): a TimeoutNow delayed past
-//     the transfer timeout makes its target campaign, skipping PreVote and
-//     the lease, while the old leader, its transfer abandoned, has renewed
-//     its lease: two leaders with valid leases (terms 1 and 2).
-//   - 11532172310572051104 (TestMajoritySchedules' faults; found by the
-//     200,000-schedule soak): n5, a pre-candidate for term 12 while in term
-//     11, grants n4 its term-11 vote but stays pre-candidate; late PreVote
-//     grants then start its own campaign, which ignores the vote block its
-//     grant promised n4. n4 leads term 11 and n5 term 12, both with leases.
-func TestMajorityKnownBugs(t *testing.T) {
+//     the transfer timeout made its target campaign, skipping PreVote and
+//     the lease, while the old leader, its transfer abandoned, had renewed
+//     its lease: two leaders with valid leases (terms 1 and 2). Fix: a
+//     leader whose transfer times out steps down instead.
+//   - 11532172310572051104 (found by the 200,000-schedule soak): n5, a
+//     pre-candidate for term 12 while in term 11, granted n4 its term-11
+//     vote but stayed pre-candidate; late PreVote grants then started its
+//     own campaign, which ignored the vote block its grant promised n4.
+//     Fix: granting a vote ends a pre-candidacy, and a won pre-vote does
+//     not campaign while the vote block holds.
+func TestMajorityFixedBugs(t *testing.T) {
 	cases := []struct {
 		name string
 		o    sim.Options
@@ -200,16 +185,13 @@ func TestMajorityKnownBugs(t *testing.T) {
 		{"stale TimeoutNow", transferOptions(t), transferBugSeed},
 		{"vote granted while pre-candidate", majorityOptions(t, majority.Unsafe{}), 11532172310572051104},
 	}
-	if !*knownBugs {
-		t.Skip("known majority bugs, reported; run with -known-bugs to replay them, and drop the flag once fixed")
-	}
 	for _, c := range cases {
 		res, err := sim.Run(c.o, c.seed)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if res.Violation != nil {
-			t.Errorf("%s: seed %d still violates:\n%v", c.name, c.seed, res.Violation)
+			t.Errorf("%s: seed %d violates:\n%v", c.name, c.seed, res.Violation)
 		}
 	}
 }

@@ -345,8 +345,13 @@ func (n *Node) Tick(now protocols.Time) {
 	switch n.state {
 	case stateLeader:
 		if n.transferTo != protocols.None && now >= n.transferUntil {
-			n.log.Infow("leadership transfer timed out", "to", n.transferTo)
-			n.transferTo = protocols.None
+			// The TimeoutNow may still be in flight: once it lands, its
+			// target campaigns past every voter's lease. So a leader that
+			// gave its lease up for a transfer never takes it back in this
+			// term; it steps down and lets an ordinary election decide.
+			n.log.Infow("leadership transfer timed out; stepping down", "to", n.transferTo)
+			n.becomeFollower(now, n.term, protocols.None)
+			return
 		}
 		if n.cfg.CheckQuorum && now >= n.checkQuorumDue {
 			if !n.quorumActive(now) {
@@ -514,6 +519,10 @@ func (n *Node) handleVote(now protocols.Time, m protocols.Message, transfer bool
 	grant := n.isVoter && n.voterName(m.From) != "" &&
 		(already || (n.vote == protocols.None && (transfer || !n.leaseHolds(now))))
 	if grant {
+		if n.state == statePreCandidate {
+			// Having voted for someone else, we can no longer win.
+			n.becomeFollower(now, n.term, protocols.None)
+		}
 		n.vote = m.From
 		n.voteBlockUntil = now.Add(n.cfg.ElectionTimeout)
 		n.resetElectionTimer(now)
@@ -542,6 +551,12 @@ func (n *Node) handleVoteResp(now protocols.Time, m protocols.Message, want stat
 	}
 	switch {
 	case n.won() && want == statePreCandidate:
+		if n.leaseHolds(now) {
+			// We granted a vote or heard a leader since the pre-vote
+			// began: campaigning now would break that promise.
+			n.becomeFollower(now, n.term, n.leader)
+			return
+		}
 		n.campaign(now, false)
 	case n.won():
 		n.becomeLeader(now)
