@@ -270,3 +270,44 @@ func TestConsistentStatus(t *testing.T) {
 		t.Fatalf("consistent status on bully: %v, want ErrConsistentUnsupported", err)
 	}
 }
+
+// A node with another cluster key can neither join gossip nor take part in
+// the election, and its log says why.
+func TestWrongClusterKeyIsRefused(t *testing.T) {
+	keyA := "uVw5I2cfmTQ2f9wFVnH5o3bM0Ibq1SL2pTzDk6yTdPw="
+	keyB := "Hn8sW5cT3nMZ8b3lmtVt3YbYkqHj7uBfmYWkq6hVt0U="
+	tc := newTestCluster(t, 3, config.ProtocolMajority, keyA)
+	// n3 has the wrong key; n1 and n2 form the cluster.
+	tc.cfgs[2].Gossip.Key = keyB
+	tc.startAll()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if tc.logs[2].FilterField(zap.String("hint", "looks like a gossip key mismatch: [gossip] key must be the same on every node, or unset on every node")).Len() > 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if tc.logs[2].FilterFieldKey("hint").Len() == 0 {
+		t.Errorf("n3's log never named the key mismatch; logs: %v", tc.logs[2].All())
+	}
+	for _, i := range []int{0, 1} {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ms, err := backend{tc.agents[i]}.Members(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms {
+			if m.Name == "n3" {
+				t.Errorf("n%d admitted n3 despite its wrong key: %+v", i+1, m)
+			}
+		}
+	}
+	st, err := tc.status(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Role == api.RoleLeader || st.Members != 1 {
+		t.Errorf("n3 with the wrong key: %+v, want alone and not leading", st)
+	}
+}
