@@ -3,6 +3,7 @@ package sim_test
 import (
 	"testing"
 
+	"github.com/conclave-agent/conclave/internal/racetest"
 	"github.com/conclave-agent/conclave/protocols/majority"
 	"github.com/conclave-agent/conclave/sim"
 	"github.com/conclave-agent/conclave/sim/registry"
@@ -31,7 +32,9 @@ func TestMajoritySchedules(t *testing.T) {
 		return
 	}
 	n := majoritySchedules
-	if testing.Short() {
+	if testing.Short() || racetest.Enabled {
+		// A sample under -race or -short; scripts/test also runs the full
+		// count without the race detector.
 		n = 200
 	}
 	st, bad, err := sim.RunMany(o, sim.Batch{Base: 1, Schedules: n, MaxViolations: 3})

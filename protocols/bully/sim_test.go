@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclave-agent/conclave/internal/racetest"
 	"github.com/conclave-agent/conclave/protocols"
 	"github.com/conclave-agent/conclave/protocols/bully"
 	"github.com/conclave-agent/conclave/sim"
@@ -48,7 +49,9 @@ func (c *captured) factory(noPreempt bool) sim.Factory {
 func runSchedules(t *testing.T, count int, opts func(f sim.Factory) sim.Options, noPreempt bool,
 	check func(res sim.Result, nodes map[protocols.ID]protocols.Protocol) string) sim.Stats {
 	t.Helper()
-	if testing.Short() {
+	if testing.Short() || racetest.Enabled {
+		// A sample under -race or -short; scripts/test also runs the full
+		// count without the race detector.
 		count /= 10
 	}
 	var (
