@@ -62,3 +62,24 @@ func (a *Agent) phiOf(now protocols.Time, id protocols.ID) (float64, bool) {
 	}
 	return d.Phi(now), true
 }
+
+// forgetDetectors drops what the detectors learned about members that no
+// longer heartbeat us after a leadership change: a follower hears only the
+// leader, so a former leader falls silent without having failed, and must
+// not stay suspected (ring would skip it). When this node leads, it keeps
+// watching every follower through their heartbeat answers.
+func (a *Agent) forgetDetectors(now protocols.Time, leader protocols.ID) {
+	if leader == a.self.ID {
+		return
+	}
+	for id := range a.detectors {
+		if id == leader {
+			continue
+		}
+		delete(a.detectors, id)
+		if a.suspected[id] {
+			delete(a.suspected, id)
+			a.proto.Suspect(now, id, false)
+		}
+	}
+}

@@ -113,6 +113,7 @@ func (a *Agent) publish() {
 		if v.leader != "" {
 			a.stats.leaderChanges++
 		}
+		a.forgetDetectors(now, ps.Leader)
 		a.log.Info("leadership", zap.String("leader", v.leader), zap.Uint64("epoch", v.epoch), zap.String("role", strings.ToLower(v.role.String())))
 	}
 	if v.role != prev.role {
