@@ -20,6 +20,9 @@
 //  3. announce Ready.SoftState (if non-nil) to local watchers;
 //  4. call Advance(ready).
 //
+// The slices in a Ready belong to the protocol again once Advance returns:
+// a driver that keeps messages beyond that copies them.
+//
 // Sending a message before the HardState of the same Ready is durable can
 // elect two leaders: a vote reply promises that the vote survives a crash.
 //

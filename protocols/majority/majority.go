@@ -90,6 +90,7 @@ type Node struct {
 	transferTo     protocols.ID
 	transferUntil  protocols.Time
 	confirmTerm    uint64
+	roundScratch   []uint64
 
 	msgs          []protocols.Message
 	persisted     protocols.HardState
@@ -321,10 +322,11 @@ func (n *Node) heartbeat(now protocols.Time) {
 
 // updateLease extends the lease to the newest round a quorum acknowledged.
 func (n *Node) updateLease() {
-	rounds := make([]uint64, 0, len(n.voters))
+	rounds := n.roundScratch[:0]
 	for v := range n.voters {
 		rounds = append(rounds, n.ackedRound[v])
 	}
+	n.roundScratch = rounds
 	slices.Sort(rounds)
 	slices.Reverse(rounds)
 	q := n.quorum()
@@ -704,11 +706,13 @@ func (n *Node) HasReady() bool {
 func (n *Node) Ready() protocols.Ready {
 	var rd protocols.Ready
 	if hs := n.hardState(); hs != n.persisted {
-		rd.HardState = &hs
+		changed := hs // allocated only when there is a change
+		rd.HardState = &changed
 	}
 	rd.Messages = n.msgs
 	if ss := n.softState(); !n.announcedOnce || ss != n.announced {
-		rd.SoftState = &ss
+		changed := ss
+		rd.SoftState = &changed
 	}
 	return rd
 }
@@ -722,9 +726,11 @@ func (n *Node) Advance(rd protocols.Ready) {
 		n.announced = *rd.SoftState
 		n.announcedOnce = true
 	}
-	n.msgs = n.msgs[len(rd.Messages):]
-	if len(n.msgs) == 0 {
-		n.msgs = nil
+	if len(rd.Messages) == len(n.msgs) {
+		// Reuse the buffer: the driver is done with rd.Messages.
+		n.msgs = n.msgs[:0]
+	} else {
+		n.msgs = append(n.msgs[:0], n.msgs[len(rd.Messages):]...)
 	}
 }
 
