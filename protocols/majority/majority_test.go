@@ -302,3 +302,35 @@ func TestConfirmLeadershipNeedsAFreshQuorumRound(t *testing.T) {
 		t.Fatal("not confirmed after a quorum acknowledged the round")
 	}
 }
+
+// BenchmarkFailover reports the virtual time from a leader's crash to its
+// successor's lease, with the election timeout alone and with the agent's
+// phi detector suspecting the leader 360 ms after the crash (the mean
+// detection time measured in docs/phi.md).
+func BenchmarkFailover(b *testing.B) {
+	for _, n := range []int{3, 5, 7, 9} {
+		for _, suspect := range []bool{false, true} {
+			b.Run(fmt.Sprintf("n=%d/suspect=%v", n, suspect), func(b *testing.B) {
+				var virt time.Duration
+				for i := 0; i < b.N; i++ {
+					tn := newTestNet(n, 0, uint64(i+1), baseConfig())
+					l, _ := tn.runUntilLeader(30 * time.Second)
+					tn.run(time.Duration(i%10) * 50 * time.Millisecond)
+					tn.crash(l)
+					start := tn.now
+					if suspect {
+						tn.run(360 * time.Millisecond)
+						for _, id := range tn.ids() {
+							tn.nodes[id].Suspect(tn.now, l, true)
+						}
+					}
+					if next, _ := tn.runUntilLeader(30 * time.Second); next == protocols.None {
+						b.Fatal("no new leader")
+					}
+					virt += tn.now.Sub(start)
+				}
+				b.ReportMetric(float64(virt.Milliseconds())/float64(b.N), "virtual-ms/failover")
+			})
+		}
+	}
+}
