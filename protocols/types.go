@@ -157,7 +157,7 @@ type Protocol interface {
 	// MemberUp tells the protocol that m is a live member (new or returned).
 	MemberUp(now Time, m Member)
 	// MemberDown tells the protocol that the member with this id is dead or
-	// has left (memberlist's slower signal).
+	// has left (gossip's slower signal).
 	MemberDown(now Time, id ID)
 	// Suspect reports the local failure detector's verdict on a member:
 	// suspected is true when phi crossed the threshold, false when the

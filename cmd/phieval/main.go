@@ -8,7 +8,7 @@
 // write files, which package phi itself must never do. The same seed gives
 // the same numbers.
 //
-//	go run ./phi/cmd/phieval -days 7 -svg docs/phi-eval.svg > /tmp/tables.md
+//	go run ./cmd/phieval -days 7 -svg docs/phi-eval.svg > /tmp/tables.md
 package main
 
 import (
