@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"github.com/conclave-agent/conclave/phi"
+	"github.com/conclave-agent/conclave/protocols"
 )
 
 // MaxNodeID is the largest valid node.id. Bully and ring epochs carry the
 // leader's id in their low 20 bits (so two leaders never share an epoch),
 // which leaves ids 1 … 2^20-1.
-const MaxNodeID = 1<<20 - 1
+const MaxNodeID = uint64(protocols.MaxEpochID)
 
 // maxSocketPath is the portable bound on a Unix socket path: sun_path holds
 // 108 bytes on Linux and 104 on the BSDs and macOS, including the NUL.

@@ -10,7 +10,7 @@
 //
 // Bully is not partition-safe: two sides of a partition each elect their own
 // coordinator. Every coordinator holds a distinct, strictly increasing epoch
-// (see NextEpoch), persisted before it is announced, so a fenced resource that
+// (see protocols.NextEpoch), persisted before it is announced, so a fenced resource that
 // keeps the highest epoch accepts only one of them. docs/bully-ring.md
 // describes the protocol and its message counts.
 package bully
@@ -195,7 +195,7 @@ func (n *Node) startElection(exclude protocols.ID) {
 // HardState in the same Ready as the COORDINATOR messages, so the driver
 // makes it durable before any of them leaves.
 func (n *Node) becomeLeader() {
-	n.epoch = NextEpoch(n.seen, n.id)
+	n.epoch = protocols.NextEpoch(n.seen, n.id)
 	n.observe(n.epoch)
 	n.st = stLeader
 	n.leader = n.id
@@ -231,7 +231,7 @@ func (n *Node) follow(l protocols.ID, e uint64) {
 // announce handles COORDINATOR and heartbeat messages: leader l claims epoch
 // e.
 func (n *Node) announce(l protocols.ID, e uint64) {
-	if e < n.epoch || l == n.id || l != EpochLeader(e) {
+	if e < n.epoch || l == n.id || l != protocols.EpochLeader(e) {
 		// Stale, or an epoch its sender did not create: ignore. A stale
 		// coordinator learns of the newer one from its heartbeats.
 		return

@@ -53,7 +53,7 @@ func TestStartupElectsHighest(t *testing.T) {
 		nw := newNetwork(t, []protocols.ID{3, 9, 4, 12, 7}, func(c *Config) { c.NoPreempt = noPreempt })
 		nw.advance(500 * time.Millisecond)
 		e := nw.agreed(12)
-		if EpochLeader(e) != 12 {
+		if protocols.EpochLeader(e) != 12 {
 			t.Fatalf("epoch %#x does not name leader 12", e)
 		}
 	}
@@ -205,7 +205,7 @@ func TestStaleAnnouncementIgnored(t *testing.T) {
 	nw.advance(200 * time.Millisecond)
 	e := nw.agreed(3)
 	n1 := nw.nodes[1]
-	old := NextEpoch(0, 2)
+	old := protocols.NextEpoch(0, 2)
 	if old >= e {
 		t.Fatalf("test setup: %d >= %d", old, e)
 	}
@@ -258,14 +258,14 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestNextEpoch(t *testing.T) {
-	a, b := NextEpoch(0, 1), NextEpoch(0, 2)
-	if a == b || a == 0 || EpochLeader(a) != 1 || EpochLeader(b) != 2 {
-		t.Fatalf("NextEpoch(0, ·) = %d, %d", a, b)
+	a, b := protocols.NextEpoch(0, 1), protocols.NextEpoch(0, 2)
+	if a == b || a == 0 || protocols.EpochLeader(a) != 1 || protocols.EpochLeader(b) != 2 {
+		t.Fatalf("protocols.NextEpoch(0, ·) = %d, %d", a, b)
 	}
-	if c := NextEpoch(b, 1); c <= b || EpochLeader(c) != 1 {
-		t.Fatalf("NextEpoch(%d, 1) = %d", b, c)
+	if c := protocols.NextEpoch(b, 1); c <= b || protocols.EpochLeader(c) != 1 {
+		t.Fatalf("protocols.NextEpoch(%d, 1) = %d", b, c)
 	}
-	if NextEpoch(uint64(MaxID), MaxID) <= uint64(MaxID) {
+	if protocols.NextEpoch(uint64(MaxID), MaxID) <= uint64(MaxID) {
 		t.Fatal("not increasing past MaxID")
 	}
 }
@@ -283,7 +283,7 @@ func TestIsolatedCoordinator(t *testing.T) {
 		t.Fatalf("leaders %v, want the isolated one and a new one", l)
 	}
 	e3 := nw.nodes[3].Status(nw.now).Epoch
-	if e3 <= e1 || EpochLeader(e3) != 3 {
+	if e3 <= e1 || protocols.EpochLeader(e3) != 3 {
 		t.Fatalf("new epoch %d after %d", e3, e1)
 	}
 	nw.heal()

@@ -9,14 +9,10 @@ import (
 	"github.com/conclave-agent/conclave/protocols"
 )
 
-// MaxID is the largest node id ring accepts. Ids occupy the low EpochIDBits
-// bits of every epoch (see NextEpoch), which is what keeps two leaders from
-// ever sharing an epoch.
-const MaxID = protocols.ID(1<<EpochIDBits - 1)
-
-// EpochIDBits is how many low bits of an epoch name the leader that created
-// it; the bits above count rounds.
-const EpochIDBits = 20
+// MaxID is the largest node id ring accepts: ids occupy the low bits of
+// every epoch (protocols.NextEpoch), which keeps two leaders from ever
+// sharing one.
+const MaxID = protocols.MaxEpochID
 
 // Algorithm names accepted in Config.Algorithm.
 const (
@@ -101,19 +97,4 @@ func (c Config) durations() (hb, et time.Duration) {
 		et = DefaultElectionTimeout
 	}
 	return hb, et
-}
-
-// NextEpoch returns the epoch a node with this id creates when it becomes
-// leader after having seen epochs up to seen: the round bits (above
-// EpochIDBits) of seen plus one, with id in the low bits. It is strictly
-// greater than seen, and two different leaders can never produce the same
-// value because their low bits differ — even when a partition lets both
-// sides elect from the same seen.
-func NextEpoch(seen uint64, id protocols.ID) uint64 {
-	return ((seen>>EpochIDBits)+1)<<EpochIDBits | uint64(id)
-}
-
-// EpochLeader returns the id of the leader that created epoch e.
-func EpochLeader(e uint64) protocols.ID {
-	return protocols.ID(e & uint64(MaxID))
 }

@@ -11,7 +11,7 @@
 //
 // Ring elections are not partition-safe: each side of a partition can elect
 // its own leader. Every leader holds a distinct, strictly increasing epoch
-// (see NextEpoch), persisted before it is announced, so a fenced resource that
+// (see protocols.NextEpoch), persisted before it is announced, so a fenced resource that
 // keeps the highest epoch accepts only one of them. docs/bully-ring.md
 // describes both algorithms and their measured message counts.
 package ring
@@ -240,7 +240,7 @@ func (n *Node) probe() {
 // The epoch rises into HardState in the same Ready as the announcement, so
 // the driver makes it durable first.
 func (n *Node) becomeLeader() {
-	n.epoch = NextEpoch(n.seen, n.id)
+	n.epoch = protocols.NextEpoch(n.seen, n.id)
 	n.observe(n.epoch)
 	n.st = stLeader
 	n.leader = n.id
@@ -284,7 +284,7 @@ func (n *Node) follow(l protocols.ID, e uint64) {
 // this node may act on: not older than the epoch it knows, and created by l
 // (the epoch's low bits name its leader).
 func (n *Node) acceptable(l protocols.ID, e uint64) bool {
-	return l != n.id && e >= n.epoch && l == EpochLeader(e)
+	return l != n.id && e >= n.epoch && l == protocols.EpochLeader(e)
 }
 
 // usurped reports whether leader l is lower than this node, which then

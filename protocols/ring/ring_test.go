@@ -16,7 +16,7 @@ func TestStartupElectsHighest(t *testing.T) {
 	for _, alg := range algs {
 		nw := newNetwork(t, []protocols.ID{3, 9, 4, 12, 7}, withAlg(alg))
 		nw.advance(500 * time.Millisecond)
-		if e := nw.agreed(12); EpochLeader(e) != 12 {
+		if e := nw.agreed(12); protocols.EpochLeader(e) != 12 {
 			t.Fatalf("%s: epoch %#x does not name leader 12", alg, e)
 		}
 	}
@@ -211,7 +211,7 @@ func TestStaleLeaderIgnored(t *testing.T) {
 	nw := newNetwork(t, seq(3), nil)
 	nw.advance(500 * time.Millisecond)
 	e := nw.agreed(3)
-	old := NextEpoch(0, 2)
+	old := protocols.NextEpoch(0, 2)
 	for _, k := range []protocols.MessageKind{protocols.MsgRingLeader, protocols.MsgHeartbeat} {
 		if err := nw.nodes[1].Step(nw.now, protocols.Message{Kind: k, From: 2, To: 1, Leader: 2, Epoch: old}); err != nil {
 			t.Fatal(err)
