@@ -1,0 +1,559 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/conclave-agent/conclave/api"
+	"github.com/conclave-agent/conclave/client"
+	"github.com/conclave-agent/conclave/store"
+)
+
+// Options configure one chaos run.
+type Options struct {
+	Seed   uint64
+	Rounds int
+	Nodes  int
+	// Control runs the schedulers with the fencing check and the UNIQUE
+	// key off: the checker must then find stale or duplicate jobs.
+	Control bool
+	// Netns: "auto" (use network faults when possible), "off".
+	Netns string
+	// Freeze is how long the freeze-scheduler fault holds (0: no such
+	// round).
+	Freeze time.Duration
+	// Schedule, when not empty, is the list of fault kinds to run in order
+	// (Rounds is then its length); otherwise each round draws a kind.
+	Schedule []string
+	// ElectionTimeout and Heartbeat are the agents' timings.
+	ElectionTimeout time.Duration
+	Heartbeat       time.Duration
+	// Bound is the liveness bound: a leader within it after every heal.
+	Bound time.Duration
+	// Dir holds binaries, data, logs, the database and the history; empty:
+	// a new temporary directory.
+	Dir string
+	// BinDir, when set, holds prebuilt agent and scheduler binaries.
+	BinDir string
+	// Out receives progress lines.
+	Out io.Writer
+}
+
+// Result is where a run left its files, and what the checker found.
+type Result struct {
+	Dir      string
+	History  string
+	DB       string
+	Netns    bool
+	Report   *Report
+	Duration time.Duration
+}
+
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (p *proc) signal(sig syscall.Signal) {
+	if p != nil && p.cmd.Process != nil {
+		_ = p.cmd.Process.Signal(sig)
+	}
+}
+
+func (p *proc) exited() bool {
+	if p == nil {
+		return true
+	}
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+type node struct {
+	name    string
+	dir     string
+	cfgPath string
+	sock    string
+	log     *os.File
+	c       *client.Client
+
+	mu        sync.Mutex
+	agent     *proc
+	sched     *proc
+	schedHold bool // the scheduler is frozen on purpose: do not restart it
+	st        api.Status
+	up        bool
+}
+
+func (n *node) status() (api.Status, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.st, n.up
+}
+
+type harness struct {
+	opt   Options
+	rng   *rand.Rand
+	dir   string
+	bin   string
+	db    string
+	hist  *History
+	nodes []*node
+	net   *netns
+	wg    sync.WaitGroup
+}
+
+func (h *harness) logf(format string, args ...any) {
+	fmt.Fprintf(h.opt.Out, "%s  %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+}
+
+// Run builds the binaries, starts the cluster and the schedulers, drives
+// the nemesis, stops everything and checks the history.
+func Run(ctx context.Context, opt Options) (*Result, error) {
+	start := time.Now()
+	if opt.Out == nil {
+		opt.Out = io.Discard
+	}
+	if opt.Nodes < 3 {
+		opt.Nodes = 3
+	}
+	if len(opt.Schedule) > 0 {
+		opt.Rounds = len(opt.Schedule)
+	}
+	h := &harness{opt: opt, rng: rand.New(rand.NewPCG(opt.Seed, opt.Seed^0x9e3779b97f4a7c15))}
+	h.dir = opt.Dir
+	if h.dir == "" {
+		d, err := os.MkdirTemp("", "conclave-chaos-")
+		if err != nil {
+			return nil, fmt.Errorf("chaos: %w", err)
+		}
+		h.dir = d
+	}
+	res := &Result{Dir: h.dir, History: filepath.Join(h.dir, "history.jsonl"), DB: filepath.Join(h.dir, "jobs.db")}
+	h.db = res.DB
+	if err := h.build(ctx); err != nil {
+		return nil, err
+	}
+	if opt.Netns != "off" {
+		ok, why := netnsAvailable(os.Geteuid())
+		if ok {
+			n, err := setupNetns(ctx, h.names())
+			if err != nil {
+				h.logf("network namespaces unavailable (%v): process faults only", err)
+			} else {
+				h.net = n
+				defer func() {
+					if err := cleanupNetns(context.Background()); err != nil {
+						h.logf("netns cleanup: %v", err)
+					}
+				}()
+			}
+		} else {
+			h.logf("network faults off (%s): process faults only", why)
+		}
+	}
+	res.Netns = h.net != nil
+	hist, err := CreateHistory(res.History)
+	if err != nil {
+		return nil, err
+	}
+	h.hist = hist
+	if err := h.configure(); err != nil {
+		hist.Close()
+		return nil, err
+	}
+	h.logf("chaos seed %d, %d rounds, %d agents, control=%v, netns=%v, dir %s", opt.Seed, opt.Rounds, opt.Nodes, opt.Control, res.Netns, h.dir)
+
+	runCtx, stop := context.WithCancel(ctx)
+	for _, n := range h.nodes {
+		if err := h.startAgent(n); err != nil {
+			stop()
+			h.shutdown()
+			hist.Close()
+			return nil, err
+		}
+	}
+	for _, n := range h.nodes {
+		h.wg.Add(2)
+		go h.observe(runCtx, n)
+		go h.supervise(runCtx, n)
+	}
+	nemErr := h.nemesis(runCtx)
+	stop()
+	h.shutdown()
+	if err := hist.Close(); err != nil {
+		return nil, err
+	}
+	for _, n := range h.nodes {
+		n.log.Close()
+		n.c.Close()
+	}
+	if nemErr != nil && ctx.Err() == nil {
+		return nil, nemErr
+	}
+
+	f, err := os.Open(res.History)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: %w", err)
+	}
+	recs, err := ReadHistory(f)
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	jobs, fenceEpoch, err := ReadJobs(ctx, res.DB)
+	if err != nil {
+		return nil, err
+	}
+	res.Report = Check(recs, jobs, fenceEpoch, opt.Bound)
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+func (h *harness) names() []string {
+	var out []string
+	for i := 1; i <= h.opt.Nodes; i++ {
+		out = append(out, fmt.Sprintf("n%d", i))
+	}
+	return out
+}
+
+func (h *harness) build(ctx context.Context) error {
+	if h.opt.BinDir != "" {
+		h.bin = h.opt.BinDir
+		return nil
+	}
+	h.bin = filepath.Join(h.dir, "bin")
+	h.logf("building ./cmd/agent and ./examples/scheduler into %s", h.bin)
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", h.bin+string(filepath.Separator), "./cmd/agent", "./examples/scheduler")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("chaos: go build: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// moduleRoot finds the directory of go.mod from the working directory up.
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("chaos: go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", errors.New("chaos: run inside the conclave module")
+	}
+	return filepath.Dir(mod), nil
+}
+
+// freePort returns a loopback port free for both TCP and UDP.
+func freePort() (int, error) {
+	for range 20 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, fmt.Errorf("free port: %w", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
+		l.Close()
+		if err == nil {
+			u.Close()
+			return port, nil
+		}
+	}
+	return 0, errors.New("no free loopback port for TCP and UDP")
+}
+
+// configure writes one TOML file per agent. Without namespaces every
+// address is on loopback; with them, 10.77.0.x inside our namespaces.
+func (h *harness) configure() error {
+	names := h.names()
+	gossip := map[string]string{}
+	transport := map[string]string{}
+	for _, name := range names {
+		if h.net != nil {
+			gossip[name] = h.net.ip[name] + ":7946"
+			transport[name] = "/ip4/" + h.net.ip[name] + "/tcp/7947"
+			continue
+		}
+		gp, err := freePort()
+		if err != nil {
+			return err
+		}
+		tp, err := freePort()
+		if err != nil {
+			return err
+		}
+		gossip[name] = fmt.Sprintf("127.0.0.1:%d", gp)
+		transport[name] = fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", tp)
+	}
+	quoted := func(xs []string) string {
+		q := make([]string, len(xs))
+		for i, x := range xs {
+			q[i] = fmt.Sprintf("%q", x)
+		}
+		return "[" + strings.Join(q, ", ") + "]"
+	}
+	for i, name := range names {
+		dir := filepath.Join(h.dir, name)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("chaos: %w", err)
+		}
+		var join []string
+		for _, other := range names {
+			if other != name {
+				join = append(join, gossip[other])
+			}
+		}
+		cfg := fmt.Sprintf(`[node]
+name = %q
+id = %d
+data_dir = %q
+[gossip]
+bind = %q
+join = %s
+profile = "local"
+[transport]
+listen = %q
+[detector]
+heartbeat_interval = %q
+[election]
+protocol = "majority"
+voters = %s
+election_timeout = %q
+[api]
+socket = %q
+[log]
+level = "info"
+`, name, i+1, dir, gossip[name], quoted(join), transport[name], h.opt.Heartbeat.String(), quoted(names),
+			h.opt.ElectionTimeout.String(), filepath.Join(dir, "agent.sock"))
+		cfgPath := filepath.Join(dir, "agent.toml")
+		if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+			return fmt.Errorf("chaos: %w", err)
+		}
+		logf, err := os.OpenFile(filepath.Join(dir, "log.txt"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return fmt.Errorf("chaos: %w", err)
+		}
+		sock := filepath.Join(dir, "agent.sock")
+		h.nodes = append(h.nodes, &node{name: name, dir: dir, cfgPath: cfgPath, sock: sock, log: logf, c: client.New(sock)})
+	}
+	return nil
+}
+
+// startAgent starts n's agent from its data directory.
+func (h *harness) startAgent(n *node) error {
+	argv := []string{filepath.Join(h.bin, "agent"), "run", "-config", n.cfgPath}
+	if h.net != nil {
+		argv = inNS(nsOf(n.name), argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = n.log, n.log
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("chaos: start agent %s: %w", n.name, err)
+	}
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	n.mu.Lock()
+	n.agent = p
+	n.mu.Unlock()
+	h.hist.Add(Record{Kind: kindProc, Node: n.name, Detail: fmt.Sprintf("agent started pid %d", cmd.Process.Pid)})
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		err := cmd.Wait()
+		h.hist.Add(Record{Kind: kindProc, Node: n.name, Detail: fmt.Sprintf("agent exited: %v", err)})
+		close(p.done)
+	}()
+	return nil
+}
+
+// killAgent SIGKILLs n's agent and waits for it to be gone.
+func (h *harness) killAgent(n *node) {
+	n.mu.Lock()
+	p := n.agent
+	n.mu.Unlock()
+	if p == nil {
+		return
+	}
+	p.signal(syscall.SIGCONT) // a stopped process dies only once continued on some kernels
+	p.signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// supervise keeps one scheduler replica running beside n's agent,
+// restarting it whenever it exits (it exits on every loss of leadership).
+func (h *harness) supervise(ctx context.Context, n *node) {
+	defer h.wg.Done()
+	for ctx.Err() == nil {
+		n.mu.Lock()
+		hold := n.schedHold
+		n.mu.Unlock()
+		if hold {
+			sleep(ctx, 100*time.Millisecond)
+			continue
+		}
+		p, err := h.startScheduler(n)
+		if err != nil {
+			h.hist.Add(Record{Kind: kindNote, Node: n.name, Detail: err.Error()})
+			sleep(ctx, time.Second)
+			continue
+		}
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			p.signal(syscall.SIGCONT)
+			p.signal(syscall.SIGTERM)
+			select {
+			case <-p.done:
+			case <-time.After(5 * time.Second):
+				p.signal(syscall.SIGKILL)
+				<-p.done
+			}
+			return
+		}
+		sleep(ctx, 300*time.Millisecond)
+	}
+}
+
+func (h *harness) startScheduler(n *node) (*proc, error) {
+	args := []string{"-socket", n.sock, "-db", h.db}
+	if h.opt.Control {
+		args = append(args, "-fence=false", "-unique=false")
+	}
+	cmd := exec.Command(filepath.Join(h.bin, "scheduler"), args...)
+	cmd.Stderr = n.log
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("chaos: scheduler %s: %w", n.name, err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("chaos: start scheduler %s: %w", n.name, err)
+	}
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	n.mu.Lock()
+	n.sched = p
+	n.mu.Unlock()
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			var e struct {
+				TS     int64  `json:"ts"`
+				Ev     string `json:"ev"`
+				Epoch  uint64 `json:"epoch"`
+				Tick   int64  `json:"tick"`
+				Result string `json:"result"`
+				Err    string `json:"err"`
+			}
+			if json.Unmarshal(sc.Bytes(), &e) != nil {
+				continue
+			}
+			h.hist.Add(Record{T: e.TS, Kind: kindSched, Node: n.name, Ev: e.Ev, Epoch: e.Epoch, Tick: e.Tick, Result: e.Result, Err: e.Err})
+		}
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// observe polls n's status and hard state every 50 ms and records every
+// change.
+func (h *harness) observe(ctx context.Context, n *node) {
+	defer h.wg.Done()
+	var last Record
+	var lastHS Record
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		qctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		st, err := n.c.Status(qctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		rec := Record{Kind: kindStatus, Node: n.name, Up: err == nil}
+		if err == nil {
+			rec.Role, rec.Leader, rec.Epoch = st.Role, st.Leader, st.Epoch
+		}
+		n.mu.Lock()
+		n.st, n.up = st, err == nil
+		n.mu.Unlock()
+		if rec.Up != last.Up || rec.Role != last.Role || rec.Leader != last.Leader || rec.Epoch != last.Epoch {
+			h.hist.Add(rec)
+			last = rec
+		}
+		if b, err := os.ReadFile(filepath.Join(n.dir, store.FileName)); err == nil {
+			if hs, err := store.Decode(b); err == nil {
+				r := Record{Kind: kindHardState, Node: n.name, Term: hs.Term, Vote: uint64(hs.Vote), Epoch: hs.Epoch}
+				if r.Term != lastHS.Term || r.Vote != lastHS.Vote || r.Epoch != lastHS.Epoch {
+					h.hist.Add(r)
+					lastHS = r
+				}
+			}
+		}
+	}
+}
+
+// shutdown stops every process: SIGCONT first (a frozen process cannot
+// handle SIGTERM), then SIGTERM, SIGKILL after a grace period.
+func (h *harness) shutdown() {
+	for _, n := range h.nodes {
+		n.mu.Lock()
+		p := n.agent
+		n.mu.Unlock()
+		if p != nil {
+			p.signal(syscall.SIGCONT)
+			p.signal(syscall.SIGTERM)
+		}
+	}
+	for _, n := range h.nodes {
+		n.mu.Lock()
+		p := n.agent
+		n.mu.Unlock()
+		if p == nil {
+			continue
+		}
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			p.signal(syscall.SIGKILL)
+			<-p.done
+		}
+	}
+	h.wg.Wait()
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
