@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/conclave-agent/conclave/internal/atomicfile"
 )
 
 // ErrStale is matched (errors.Is) by every *StaleError: a token lower than
@@ -146,38 +148,6 @@ func (g *Guard) Do(token uint64, fn func() error) error {
 	return fn()
 }
 
-func writeFile(path string, b []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("create temporary file: %w", err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(b); err != nil {
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", tmp, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp, err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("rename: %w", err)
-	}
-	d, derr := os.Open(dir)
-	if derr != nil {
-		return fmt.Errorf("open directory for fsync: %w", derr)
-	}
-	defer d.Close()
-	if derr := d.Sync(); derr != nil {
-		return fmt.Errorf("fsync directory %s: %w", dir, derr)
-	}
-	return nil
+func writeFile(path string, b []byte) error {
+	return atomicfile.WriteFile(path, b, filepath.Base(path)+".tmp-*")
 }

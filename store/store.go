@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/conclave-agent/conclave/internal/atomicfile"
 	"github.com/conclave-agent/conclave/protocols"
 )
 
@@ -146,47 +147,6 @@ func checkForward(prev, next protocols.HardState) error {
 	return nil
 }
 
-func (s *Store) write(b []byte) (err error) {
-	// CreateTemp opens with mode 0600: the state is nobody else's business.
-	f, err := os.CreateTemp(s.dir, tmpPrefix+"*")
-	if err != nil {
-		return fmt.Errorf("create temporary file: %w", err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(b); err != nil {
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", tmp, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp, err)
-	}
-	if err = os.Rename(tmp, s.path); err != nil {
-		return fmt.Errorf("rename: %w", err)
-	}
-	// The rename is only durable once the directory entry is on disk. From
-	// here on the temporary file is gone, so a failure must not remove it.
-	if derr := syncDir(s.dir); derr != nil {
-		return derr
-	}
-	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open directory for fsync: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fsync directory %s: %w", dir, err)
-	}
-	return nil
+func (s *Store) write(b []byte) error {
+	return atomicfile.WriteFile(s.path, b, tmpPrefix+"*")
 }
