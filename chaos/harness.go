@@ -145,6 +145,9 @@ func Run(ctx context.Context, opt Options) (*Result, error) {
 		}
 		h.dir = d
 	}
+	if err := os.MkdirAll(h.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("chaos: %w", err)
+	}
 	res := &Result{Dir: h.dir, History: filepath.Join(h.dir, "history.jsonl"), DB: filepath.Join(h.dir, "jobs.db")}
 	h.db = res.DB
 	if err := h.build(ctx); err != nil {

@@ -4,21 +4,30 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
 // Network namespaces, when the harness runs as root and finds ip and
-// iptables: one namespace per agent (nsPrefix+name) with a veth pair whose
-// other end joins a bridge inside a hub namespace of our own
-// (nsPrefix+"hub"). Nothing touches the host's own network namespace, and
+// iptables: one namespace per agent (cvchaos-PID-NAME) with a veth pair
+// whose other end joins a bridge inside a hub namespace of our own
+// (cvchaos-PID-hub). Nothing touches the host's own network namespace, and
 // every address is 10.77.0.0/24 inside those namespaces. Faults are
-// iptables DROP rules inside the agents' namespaces.
+// iptables DROP rules inside the agents' namespaces. PID is the harness's
+// process id, so two runs at once keep apart, and a run removes only the
+// leftovers of harnesses that no longer exist.
 const (
 	nsPrefix = "cvchaos-"
-	nsHub    = nsPrefix + "hub"
 	subnet   = "10.77.0"
+)
+
+var (
+	nsRun = fmt.Sprintf("%s%d-", nsPrefix, os.Getpid())
+	nsHub = nsRun + "hub"
 )
 
 type netns struct {
@@ -26,7 +35,29 @@ type netns struct {
 	ip    map[string]string // agent name → 10.77.0.x
 }
 
-func nsOf(name string) string { return nsPrefix + name }
+func nsOf(name string) string { return nsRun + name }
+
+// ownedBy returns the pid in a namespace name of ours, or 0.
+func ownedBy(ns string) int {
+	rest, ok := strings.CutPrefix(ns, nsPrefix)
+	if !ok {
+		return 0
+	}
+	pid, _, ok := strings.Cut(rest, "-")
+	if !ok {
+		return 0
+	}
+	n, err := strconv.Atoi(pid)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// alive says whether process pid exists.
+func alive(pid int) bool {
+	return syscall.Kill(pid, 0) == nil || errors.Is(syscall.Kill(pid, 0), syscall.EPERM)
+}
 
 // netnsAvailable says whether network faults can run, and if not, why.
 func netnsAvailable(uid int) (bool, string) {
@@ -55,9 +86,9 @@ func inNS(ns string, argv ...string) []string {
 	return append([]string{"ip", "netns", "exec", ns}, argv...)
 }
 
-// cleanupNetns removes every namespace with our prefix (leftovers of a
-// crashed run included). Deleting a namespace deletes its veth ends and
-// the bridge with it.
+// cleanupNetns removes this run's namespaces and the leftovers of runs
+// whose harness is gone. Deleting a namespace deletes its veth ends and the
+// bridge with it.
 func cleanupNetns(ctx context.Context) error {
 	out, err := exec.CommandContext(ctx, "ip", "netns", "list").Output()
 	if err != nil {
@@ -66,7 +97,10 @@ func cleanupNetns(ctx context.Context) error {
 	var errs []error
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Fields(line)
-		if len(f) == 0 || !strings.HasPrefix(f[0], nsPrefix) {
+		if len(f) == 0 {
+			continue
+		}
+		if pid := ownedBy(f[0]); pid == 0 || (pid != os.Getpid() && alive(pid)) {
 			continue
 		}
 		if err := sh(ctx, "ip", "netns", "del", f[0]); err != nil {
