@@ -41,6 +41,24 @@ func (a *Agent) heard(now protocols.Time, id protocols.ID) {
 	}
 }
 
+// watchLeader starts watching a newly learned leader as if it had just
+// heartbeated: a follower may learn the leader from an announcement
+// (ring's LEADER round, bully's COORDINATOR) before its first heartbeat, and
+// a leader that dies in between must still become suspected, or ring and
+// bully keep routing elections to it until gossip declares it dead.
+func (a *Agent) watchLeader(now protocols.Time, leader protocols.ID) {
+	if leader == a.self.ID || leader == protocols.None || a.detectors[leader] != nil {
+		return
+	}
+	d, err := phi.New(a.detectorConfig())
+	if err != nil {
+		a.log.Error("failure detector", zap.Error(err))
+		return
+	}
+	d.Heartbeat(now)
+	a.detectors[leader] = d
+}
+
 // checkDetectors raises a suspicion, once, for every member whose phi
 // crossed the threshold.
 func (a *Agent) checkDetectors(now protocols.Time) {
@@ -67,9 +85,12 @@ func (a *Agent) phiOf(now protocols.Time, id protocols.ID) (float64, bool) {
 // longer heartbeat us after a leadership change: a follower hears only the
 // leader, so a former leader falls silent without having failed, and must
 // not stay suspected (ring would skip it). When this node leads, it keeps
-// watching every follower through their heartbeat answers.
+// watching every follower through their heartbeat answers. While no
+// leader is known it forgets nothing: the leader that was just lost may be
+// dead, and its detector is what lets ring and bully route around it
+// before gossip declares it dead seconds later.
 func (a *Agent) forgetDetectors(now protocols.Time, leader protocols.ID) {
-	if leader == a.self.ID {
+	if leader == a.self.ID || leader == protocols.None {
 		return
 	}
 	for id := range a.detectors {

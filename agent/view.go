@@ -114,6 +114,7 @@ func (a *Agent) publish() {
 			a.stats.leaderChanges++
 		}
 		a.forgetDetectors(now, ps.Leader)
+		a.watchLeader(now, ps.Leader)
 		a.log.Info("leadership", zap.String("leader", v.leader), zap.Uint64("epoch", v.epoch), zap.String("role", strings.ToLower(v.role.String())))
 	}
 	if v.role != prev.role {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -34,15 +35,25 @@ const (
 	exitWait  = 10 * time.Second
 )
 
+// keep leaves the test folders (agents' logs and data) in place, to read
+// after the run.
+var keep = flag.Bool("keep", false, "keep each test's folder with the agents' logs and data, and print its path")
+
 // shortTempDir makes a temporary folder with a short path (sockets are
-// limited to 103 bytes), removed when the test ends.
+// limited to 103 bytes), removed when the test ends unless -keep.
 func shortTempDir(t testing.TB) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "cv")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() {
+		if *keep {
+			t.Logf("kept %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
 	return dir
 }
 

@@ -162,3 +162,31 @@ func TestGracefulStopHandsOver(t *testing.T) {
 		t.Errorf("the leader's log does not mention the handover:\n%s", tail(log, 20))
 	}
 }
+
+// TestRingFailoverDoesNotWaitForGossip kills a fresh ring leader at once,
+// possibly before its first heartbeat reached anyone, with gossip in the
+// "wan" profile (memberlist then takes about 20 s or more to declare a
+// node dead). The survivors must route the election around the dead
+// leader on their own failure detectors and agree on a new leader within
+// ringWait. Regression: followers that had learned the leader only from
+// its LEADER announcement had no detector for it, so they sent election
+// messages to the dead node until gossip declared it dead.
+func TestRingFailoverDoesNotWaitForGossip(t *testing.T) {
+	const ringWait = 12 * time.Second // well below the wan profile's dead declaration
+	c := newCluster(t, 5, "ring", "-gossip.profile=wan")
+	c.startAll()
+	first := c.waitLeader(0, "n5")
+	c.byName(first.leader).p.signal(t, syscall.SIGKILL)
+	killed := time.Now()
+	survivors := c.nodes[:4]
+	var second agreement
+	waitFor(t, ringWait, "the survivors agree on n4 before gossip declares n5 dead", func() (bool, string) {
+		a, why := agreed(survivors, first.epoch)
+		second = a
+		if why == "" && a.leader != "n4" {
+			return false, "they agree on " + a.leader
+		}
+		return why == "", why
+	})
+	t.Logf("ring with wan gossip: %s leads in epoch %d, agreed %v after the SIGKILL", second.leader, second.epoch, time.Since(killed).Round(time.Millisecond))
+}
