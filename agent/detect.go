@@ -3,6 +3,7 @@ package agent
 import (
 	"go.uber.org/zap"
 
+	"github.com/conclave-agent/conclave/config"
 	"github.com/conclave-agent/conclave/phi"
 	"github.com/conclave-agent/conclave/protocols"
 )
@@ -84,17 +85,21 @@ func (a *Agent) phiOf(now protocols.Time, id protocols.ID) (float64, bool) {
 // forgetDetectors drops what the detectors learned about members that no
 // longer heartbeat us after a leadership change: a follower hears only the
 // leader, so a former leader falls silent without having failed, and must
-// not stay suspected (ring would skip it). When this node leads, it keeps
-// watching every follower through their heartbeat answers. While no
+// not stay suspected (ring would skip it). When this node leads in
+// majority, it keeps watching every follower through their heartbeat
+// answers; bully and ring followers do not answer heartbeats, so a leader
+// there forgets everything: a suspicion it kept could never clear, and a
+// ring leader that skips a member that came back (restarted before gossip
+// declared it dead) swallows that member's elections for ever. While no
 // leader is known it forgets nothing: the leader that was just lost may be
 // dead, and its detector is what lets ring and bully route around it
 // before gossip declares it dead seconds later.
 func (a *Agent) forgetDetectors(now protocols.Time, leader protocols.ID) {
-	if leader == a.self.ID || leader == protocols.None {
+	if leader == protocols.None || (leader == a.self.ID && a.cfg.Election.Protocol == config.ProtocolMajority) {
 		return
 	}
 	for id := range a.detectors {
-		if id == leader {
+		if id == leader && leader != a.self.ID {
 			continue
 		}
 		delete(a.detectors, id)

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -50,6 +51,19 @@ func TestElectionAndFailover(t *testing.T) {
 			if second.leader == first.leader {
 				t.Fatalf("the killed %s is still reported leader", first.leader)
 			}
+
+			// The killed agent restarts from its data directory, before
+			// gossip has declared it dead: it must rejoin, and in bully
+			// and ring (preempt on by default) take the lead back.
+			c.start(slices.Index(c.nodes, old))
+			if protocol != "majority" {
+				want = highest(c.live())
+			}
+			third := c.waitLeader(second.epoch-1, want)
+			if third.epoch < second.epoch {
+				t.Fatalf("epoch went back from %d to %d", second.epoch, third.epoch)
+			}
+			t.Logf("%s: %s restarted; %s leads in epoch %d", protocol, old.name, third.leader, third.epoch)
 		})
 	}
 }
