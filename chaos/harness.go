@@ -211,7 +211,16 @@ func Run(ctx context.Context, opt Options) (*Result, error) {
 		return nil, nemErr
 	}
 
-	f, err := os.Open(res.History)
+	if res.Report, err = CheckDir(ctx, h.dir, opt.Bound); err != nil {
+		return nil, err
+	}
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+// CheckDir checks the history and jobs table a run left in dir.
+func CheckDir(ctx context.Context, dir string, bound time.Duration) (*Report, error) {
+	f, err := os.Open(filepath.Join(dir, "history.jsonl"))
 	if err != nil {
 		return nil, fmt.Errorf("chaos: %w", err)
 	}
@@ -220,13 +229,11 @@ func Run(ctx context.Context, opt Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	jobs, fenceEpoch, err := ReadJobs(ctx, res.DB)
+	jobs, fenceEpoch, err := ReadJobs(ctx, filepath.Join(dir, "jobs.db"))
 	if err != nil {
 		return nil, err
 	}
-	res.Report = Check(recs, jobs, fenceEpoch, opt.Bound)
-	res.Duration = time.Since(start)
-	return res, nil
+	return Check(recs, jobs, fenceEpoch, bound), nil
 }
 
 func (h *harness) names() []string {

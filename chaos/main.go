@@ -51,6 +51,7 @@ func chaosMain(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&opt.Bound, "bound", 20*time.Second, "liveness bound: a leader within this after every heal")
 	fs.StringVar(&opt.Dir, "dir", "", "working directory (default: a new temporary one, kept for reading)")
 	fs.StringVar(&opt.BinDir, "bin", "", "folder with prebuilt agent and scheduler binaries (default: build them into the working directory)")
+	recheck := fs.String("check", "", "only check the run kept in this -dir folder again (history.jsonl and jobs.db)")
 	summary := fs.String("summary", "", "also write the report as JSON to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -66,6 +67,18 @@ func chaosMain(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *recheck != "" {
+		rep, err := CheckDir(ctx, *recheck, opt.Bound)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2
+		}
+		rep.Print(stdout)
+		if len(rep.Violations) > 0 {
+			return 1
+		}
+		return 0
+	}
 	res, err := Run(ctx, opt)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
