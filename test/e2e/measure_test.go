@@ -18,8 +18,9 @@ import (
 var (
 	measure       = flag.Bool("measure", false, "run TestMeasure: failover times and socket latency (minutes; not for CI)")
 	measureTrials = flag.Int("measure.trials", 10, "TestMeasure: failovers per protocol")
-	measureRate   = flag.Int("measure.rate", 1000, "TestMeasure: /v1/status requests per second")
+	measureRate   = flag.Int("measure.rate", 1000, "TestMeasure: /v1/status requests per second (0: skip)")
 	measureFor    = flag.Duration("measure.duration", 5*time.Second, "TestMeasure: how long to send /v1/status requests")
+	measureProtos = flag.String("measure.protocols", "majority,bully,ring", "TestMeasure: comma-separated protocols to fail over")
 )
 
 // TestMeasure prints measured figures; it asserts nothing about them (only
@@ -34,14 +35,16 @@ func TestMeasure(t *testing.T) {
 	fmt.Fprintf(&report, "failover: SIGKILL of the leader → every survivor reports the same new leader (5 agents, election_timeout %v, heartbeat %v, %d trials)\n",
 		electionTimeout, heartbeatInterval, *measureTrials)
 	fmt.Fprintf(&report, "%-9s %8s %8s %8s %8s\n", "protocol", "min", "median", "p90", "worst")
-	for _, protocol := range []string{"majority", "bully", "ring"} {
+	for _, protocol := range strings.Split(*measureProtos, ",") {
 		ds := measureFailover(t, protocol, *measureTrials)
 		fmt.Fprintf(&report, "%-9s %8v %8v %8v %8v\n", protocol,
 			ds[0].Round(time.Millisecond), percentile(ds, 50).Round(time.Millisecond),
 			percentile(ds, 90).Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
 		t.Logf("%s failovers: %v", protocol, ds)
 	}
-	measureStatusLatency(t, &report)
+	if *measureRate > 0 {
+		measureStatusLatency(t, &report)
+	}
 	t.Logf("\n%s", report.String())
 	fmt.Println(report.String())
 }
