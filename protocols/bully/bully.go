@@ -360,7 +360,8 @@ func (n *Node) MemberUp(now protocols.Time, m protocols.Member) {
 	}
 }
 
-// MemberDown records id as dead; losing the coordinator starts an election.
+// MemberDown records id as dead; losing the coordinator starts an election,
+// and losing the last higher id a candidate waits on ends its wait.
 func (n *Node) MemberDown(now protocols.Time, id protocols.ID) {
 	n.now = now
 	m, ok := n.members[id]
@@ -368,11 +369,12 @@ func (n *Node) MemberDown(now protocols.Time, id protocols.ID) {
 		return
 	}
 	m.down = true
-	n.leaderLost(id)
+	n.memberLost(id)
 }
 
 // Suspect records the failure detector's verdict; suspecting the coordinator
-// starts an election.
+// starts an election, and suspecting the last higher id a candidate waits on
+// ends its wait.
 func (n *Node) Suspect(now protocols.Time, id protocols.ID, suspected bool) {
 	n.now = now
 	m, ok := n.members[id]
@@ -381,14 +383,37 @@ func (n *Node) Suspect(now protocols.Time, id protocols.ID, suspected bool) {
 	}
 	m.suspected = suspected
 	if suspected {
-		n.leaderLost(id)
+		n.memberLost(id)
 	}
 }
 
-func (n *Node) leaderLost(id protocols.ID) {
-	if n.st == stFollower && n.leader == id {
+// memberLost reacts to id turning suspected or down. A follower of id starts
+// an election. A candidate waiting on higher ids — for an OK after its
+// ELECTION, or for the COORDINATOR after an OK — of which none is left
+// believed alive runs its election step again at once instead of sitting out
+// the timeout: with no higher live id left it becomes coordinator. This is
+// the usual race of a failover, where a lower node's ELECTION makes a node
+// send its own ELECTION to the dead coordinator a moment before its own
+// detector suspects it.
+func (n *Node) memberLost(id protocols.ID) {
+	switch {
+	case n.st == stFollower && n.leader == id:
 		n.startElection(protocols.None)
+	case (n.st == stElecting || n.st == stAwaiting) && id > n.id && !n.higherLive():
+		n.log.Debugw("bully: no higher id left to wait on", "node", n.id, "lost", id)
+		n.startElection(n.excluded)
 	}
+}
+
+// higherLive reports whether an id above this node's, other than the one
+// excluded from the current election, is believed alive.
+func (n *Node) higherLive() bool {
+	for _, id := range n.ids {
+		if id > n.id && id != n.excluded && n.live(id) {
+			return true
+		}
+	}
+	return false
 }
 
 // Resign makes the coordinator step down. It hands over to the highest other

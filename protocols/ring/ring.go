@@ -76,9 +76,22 @@ type Node struct {
 	abstainUntil protocols.Time
 	yieldTo      protocols.ID
 
+	// inflight holds the election messages (ELECT, HS probes and replies)
+	// sent since this node last followed or became a leader, so that one
+	// sent to a successor that is suspected or reported down right after
+	// is sent again at once to the next live one (resend). Bounded by
+	// maxHops.
+	inflight []sent
+
 	hsPrev, hsCur protocols.HardState
 	prevSS        protocols.SoftState
 	msgs          []protocols.Message
+}
+
+// sent is an election message and when this node sent it.
+type sent struct {
+	m  protocols.Message
+	at protocols.Time
 }
 
 var _ protocols.Protocol = (*Node)(nil)
@@ -171,6 +184,48 @@ func (n *Node) abstaining() bool { return n.now < n.abstainUntil }
 func (n *Node) send(m protocols.Message) {
 	m.From = n.id
 	n.msgs = append(n.msgs, m)
+	switch m.Kind {
+	case protocols.MsgRingElect, protocols.MsgHSProbe, protocols.MsgHSReply:
+		if len(n.inflight) >= int(n.maxHops()) {
+			n.inflight = slices.Delete(n.inflight, 0, 1)
+		}
+		n.inflight = append(n.inflight, sent{m, n.now})
+	}
+}
+
+// resend sends again, to the next live member in the same direction, every
+// election message of the current round that went to lost, now suspected or
+// down, at most one heartbeat interval ago: lost most likely died before it
+// arrived, and the round would otherwise stall until the stalled-round timer.
+// Typical case: a lower node's election message makes this node run and send
+// its own to the dead leader a moment before its own detector suspects it.
+// The window keeps older messages, which a then-live receiver most likely
+// handled, from circling again as duplicates and starting needless rounds;
+// a receiver that did handle a re-sent message makes a duplicate, which
+// election rounds tolerate (an elected candidate ignores its own id, maxHops
+// bounds the rest). Alone on the ring, this node wins instead.
+func (n *Node) resend(lost protocols.ID) {
+	alone := false
+	for i := range n.inflight {
+		m := &n.inflight[i].m
+		if m.To != lost || n.now.Sub(n.inflight[i].at) > n.hb {
+			continue
+		}
+		// A RingElect's Direction is zero: clockwise.
+		next := n.neighbor(m.Direction)
+		if next == n.id {
+			alone = true
+			continue
+		}
+		n.log.Debugw("ring: re-sending election message", "node", n.id, "lost", lost, "to", next, "kind", m.Kind)
+		m.To = next
+		n.msgs = append(n.msgs, *m)
+	}
+	if alone && n.participant && n.st != stLeader && !n.abstaining() {
+		n.participant = false
+		n.st = stFollower
+		n.startElection()
+	}
 }
 
 // observe raises the highest epoch seen; it is persisted with the next Ready.
@@ -245,6 +300,7 @@ func (n *Node) becomeLeader() {
 	n.st = stLeader
 	n.leader = n.id
 	n.participant = false
+	n.inflight = nil
 	n.yieldTo, n.abstainUntil = protocols.None, 0
 	n.relayed = n.epoch
 	n.log.Infow("ring: leader", "node", n.id, "epoch", n.epoch)
@@ -277,6 +333,7 @@ func (n *Node) follow(l protocols.ID, e uint64) {
 	n.st = stFollower
 	n.leader, n.epoch = l, e
 	n.abstainUntil = 0
+	n.inflight = nil
 	n.resetTimer()
 }
 
@@ -530,8 +587,9 @@ func (n *Node) MemberUp(now protocols.Time, m protocols.Member) {
 	}
 }
 
-// MemberDown records id as dead; the ring closes over it, and losing the
-// leader starts an election.
+// MemberDown records id as dead; the ring closes over it, election messages
+// of the current round sent to it go again to the next live member, and
+// losing the leader starts an election.
 func (n *Node) MemberDown(now protocols.Time, id protocols.ID) {
 	n.now = now
 	m, ok := n.members[id]
@@ -539,11 +597,14 @@ func (n *Node) MemberDown(now protocols.Time, id protocols.ID) {
 		return
 	}
 	m.down = true
+	n.resend(id)
 	n.leaderLost(id)
 }
 
 // Suspect records the failure detector's verdict; a suspected member is
-// skipped on the ring, and suspecting the leader starts an election.
+// skipped on the ring, election messages of the current round sent to it go
+// again to the next live member, and suspecting the leader starts an
+// election.
 func (n *Node) Suspect(now protocols.Time, id protocols.ID, suspected bool) {
 	n.now = now
 	m, ok := n.members[id]
@@ -552,6 +613,7 @@ func (n *Node) Suspect(now protocols.Time, id protocols.ID, suspected bool) {
 	}
 	m.suspected = suspected
 	if suspected {
+		n.resend(id)
 		n.leaderLost(id)
 	}
 }
