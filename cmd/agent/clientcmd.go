@@ -33,9 +33,10 @@ func addClientFlags(fs *flag.FlagSet) *clientFlags {
 
 func (cf *clientFlags) client() *client.Client { return client.New(cf.socket) }
 
-// signalContext is cancelled by SIGINT/SIGTERM or after d (0: never).
-func signalContext(d time.Duration) (context.Context, context.CancelFunc) {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+// signalContext is cancelled with parent, by SIGINT/SIGTERM, or after d
+// (0: never).
+func signalContext(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 	if d <= 0 {
 		return ctx, stop
 	}
@@ -54,7 +55,7 @@ func fail(stderr io.Writer, cmd string, err error) int {
 	return 1
 }
 
-func runStatus(args []string, stdout, stderr io.Writer) int {
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("agent status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cf := addClientFlags(fs)
@@ -62,7 +63,10 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	ctx, cancel := signalContext(cf.timeout)
+	if !noArgs(fs) {
+		return 2
+	}
+	ctx, cancel := signalContext(ctx, cf.timeout)
 	defer cancel()
 	c := cf.client()
 	defer c.Close()
@@ -101,14 +105,17 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func runMembers(args []string, stdout, stderr io.Writer) int {
+func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("agent members", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cf := addClientFlags(fs)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	ctx, cancel := signalContext(cf.timeout)
+	if !noArgs(fs) {
+		return 2
+	}
+	ctx, cancel := signalContext(ctx, cf.timeout)
 	defer cancel()
 	c := cf.client()
 	defer c.Close()
@@ -129,7 +136,7 @@ func runMembers(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func runLeader(args []string, stdout, stderr io.Writer) int {
+func runLeader(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("agent leader", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cf := addClientFlags(fs)
@@ -138,7 +145,10 @@ func runLeader(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	ctx, cancel := signalContext(cf.timeout + *wait)
+	if !noArgs(fs) {
+		return 2
+	}
+	ctx, cancel := signalContext(ctx, cf.timeout+*wait)
 	defer cancel()
 	c := cf.client()
 	defer c.Close()
@@ -169,14 +179,17 @@ func runLeader(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func runWatch(args []string, stdout, stderr io.Writer) int {
+func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("agent watch", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cf := addClientFlags(fs)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	ctx, cancel := signalContext(0)
+	if !noArgs(fs) {
+		return 2
+	}
+	ctx, cancel := signalContext(ctx, 0)
 	defer cancel()
 	c := cf.client()
 	defer c.Close()
@@ -206,14 +219,17 @@ func runWatch(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-func runResign(args []string, stdout, stderr io.Writer) int {
+func runResign(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("agent resign", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cf := addClientFlags(fs)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	ctx, cancel := signalContext(cf.timeout)
+	if !noArgs(fs) {
+		return 2
+	}
+	ctx, cancel := signalContext(ctx, cf.timeout)
 	defer cancel()
 	if err := resignVia(ctx, cf.socket); err != nil {
 		return fail(stderr, "resign", err)

@@ -42,7 +42,7 @@ type devNode struct {
 	done   chan struct{}
 }
 
-func runDev(args []string, stdout, stderr io.Writer) int {
+func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("agent dev", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	nodes := fs.Int("nodes", 3, "number of agents")
@@ -52,11 +52,14 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
+	if !noArgs(fs) {
+		return 2
+	}
 	if *nodes < 1 || *nodes > 9 {
 		fmt.Fprintln(stderr, "agent dev: -nodes must be between 1 and 9")
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := devMain(ctx, *nodes, *protocol, *dir, *verbose, os.Stdin, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "agent dev: %v\n", err)

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -29,7 +30,7 @@ const (
 	execRestartWait = time.Second
 )
 
-func runExec(args []string, stdout, stderr io.Writer) int {
+func runExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("agent exec", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	socket := fs.String("socket", api.DefaultSocketPath(), "agent socket (default: $"+api.EnvSocket+", then "+api.DefaultSocket+")")
@@ -47,7 +48,7 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	r := &execRunner{
 		c: client.New(*socket), argv: fs.Args(), grace: *grace,
@@ -71,7 +72,8 @@ type execRunner struct {
 	stderr io.Writer
 
 	child     *exec.Cmd
-	childDone chan error
+	childDone chan error    // the child's Wait result, read only by the loop
+	exited    chan struct{} // closed when the child has been waited for
 	epoch     uint64
 	stopping  bool
 	restartAt time.Time
@@ -84,9 +86,11 @@ func (r *execRunner) logf(format string, args ...any) {
 func (r *execRunner) run(ctx context.Context) int {
 	updates := make(chan statusUpdate, 16)
 	pctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	defer cancel()
-	go r.poll(pctx, updates)
-	go r.watch(pctx, updates)
+	wg.Go(func() { r.poll(pctx, updates) })
+	wg.Go(func() { r.watch(pctx, updates) })
 
 	forward := make(chan os.Signal, 4)
 	signal.Notify(forward, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
@@ -156,9 +160,13 @@ func (r *execRunner) startChild(st api.Status) {
 	}
 	r.logf("leading in epoch %d: started %s (pid %d)", st.Epoch, r.argv[0], cmd.Process.Pid)
 	r.child, r.epoch, r.stopping = cmd, st.Epoch, false
-	done := make(chan error, 1)
-	r.childDone = done
-	go func() { done <- cmd.Wait() }()
+	done, exited := make(chan error, 1), make(chan struct{})
+	r.childDone, r.exited = done, exited
+	go func() {
+		err := cmd.Wait()
+		close(exited)
+		done <- err
+	}()
 }
 
 // stopChild sends SIGTERM now and SIGKILL after the grace period.
@@ -169,7 +177,7 @@ func (r *execRunner) stopChild() {
 	r.stopping = true
 	pgid := r.child.Process.Pid
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	done := r.childDone
+	exited := r.exited
 	grace := r.grace
 	go func() {
 		t := time.NewTimer(grace)
@@ -177,8 +185,7 @@ func (r *execRunner) stopChild() {
 		select {
 		case <-t.C:
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		case err := <-done:
-			done <- err // hand the result back to the loop
+		case <-exited:
 		}
 	}()
 }
@@ -199,7 +206,7 @@ func (r *execRunner) reap(err error) {
 		// It ended on its own while we still lead: start it again soon.
 		r.restartAt = time.Now().Add(execRestartWait)
 	}
-	r.child, r.childDone, r.stopping = nil, nil, false
+	r.child, r.childDone, r.exited, r.stopping = nil, nil, nil, false
 }
 
 // shutdown stops the child (if any) and returns its exit code.
@@ -210,11 +217,23 @@ func (r *execRunner) shutdown() int {
 	r.stopChild()
 	err := <-r.childDone
 	r.child = nil
+	return exitCode(err)
+}
+
+// exitCode is the exit code a shell would report for a child that ended
+// with err: its own code, or 128+N when signal N killed it.
+func exitCode(err error) int {
 	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode()
+	if !errors.As(err, &ee) {
+		if err != nil {
+			return 1
+		}
+		return 0
 	}
-	return 0
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ee.ExitCode()
 }
 
 func (r *execRunner) poll(ctx context.Context, out chan<- statusUpdate) {
@@ -248,8 +267,8 @@ func (r *execRunner) watch(ctx context.Context, out chan<- statusUpdate) {
 		if err == nil {
 			for {
 				at := time.Now()
-				st, err := w.Next()
-				if err != nil {
+				var st api.Status
+				if st, err = w.Next(); err != nil {
 					break
 				}
 				select {
@@ -260,9 +279,10 @@ func (r *execRunner) watch(ctx context.Context, out chan<- statusUpdate) {
 			w.Close()
 		}
 		if ctx.Err() == nil {
-			// The stream ended: the agent may be gone. Say so at once.
+			// The stream ended or never began: the agent may be gone. Say
+			// so at once, with the client's reason (it names the socket).
 			select {
-			case out <- statusUpdate{at: time.Now(), err: errors.New("watch stream ended")}:
+			case out <- statusUpdate{at: time.Now(), err: err}:
 			case <-ctx.Done():
 			}
 		}

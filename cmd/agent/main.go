@@ -11,6 +11,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,11 +19,12 @@ import (
 	"os"
 )
 
-// command is one subcommand. run returns the process exit code.
+// command is one subcommand. run returns the process exit code; it stops
+// early (as on SIGINT/SIGTERM) when ctx is cancelled.
 type command struct {
 	name    string
 	summary string
-	run     func(args []string, stdout, stderr io.Writer) int
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
 func commands() []command {
@@ -44,7 +46,15 @@ func main() {
 	os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// dispatch runs the command args name and returns the exit code.
 func dispatch(args []string, stdout, stderr io.Writer) int {
+	return dispatchContext(context.Background(), args, stdout, stderr)
+}
+
+// dispatchContext is dispatch for a command that ctx can stop (tests stop
+// long-running commands — run, dev, watch, exec — this way; the CLI uses
+// signals, which every command also watches).
+func dispatchContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
 		usage(stderr)
 		if len(args) == 0 {
@@ -54,7 +64,7 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
-			return c.run(args[1:], stdout, stderr)
+			return c.run(ctx, args[1:], stdout, stderr)
 		}
 	}
 	fmt.Fprintf(stderr, "agent: unknown command %q\n\n", args[0])
@@ -82,4 +92,15 @@ func parseFlags(fs *flag.FlagSet, args []string) (int, bool) {
 		return 2, false
 	}
 	return 0, true
+}
+
+// noArgs reports whether fs was given no arguments after its flags; if it
+// was, it says so and prints the command's usage.
+func noArgs(fs *flag.FlagSet) bool {
+	if fs.NArg() == 0 {
+		return true
+	}
+	fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+	fs.Usage()
+	return false
 }

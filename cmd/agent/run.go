@@ -16,13 +16,16 @@ import (
 	"github.com/conclave-agent/conclave/config"
 )
 
-func runRun(args []string, stdout, stderr io.Writer) int {
+func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("agent run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "TOML configuration file (config.example.toml documents every key)")
 	overrides := config.RegisterFlags(fs)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
+	}
+	if !noArgs(fs) {
+		return 2
 	}
 	cfg, err := config.Load(*path, overrides.Apply)
 	if err != nil {
@@ -36,7 +39,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	}
 	defer func() { _ = lg.Sync() }()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	a, err := agent.New(ctx, cfg, agent.Options{Logger: lg})
 	if err != nil {
@@ -66,5 +69,5 @@ func newLogger(c config.Log, w io.Writer) (*zap.Logger, error) {
 		ec.EncodeLevel = zapcore.CapitalLevelEncoder
 		enc = zapcore.NewConsoleEncoder(ec)
 	}
-	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(w), level)), nil
+	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), level)), nil
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"flag"
 	"fmt"
 	"io"
 	"runtime/debug"
@@ -20,7 +22,16 @@ func versionString() string {
 	return "(devel)"
 }
 
-func runVersion(args []string, stdout, stderr io.Writer) int {
+func runVersion(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("agent version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprintln(stderr, "usage: agent version") }
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if !noArgs(fs) {
+		return 2
+	}
 	fmt.Fprintf(stdout, "conclave agent %s\n", versionString())
 	return 0
 }

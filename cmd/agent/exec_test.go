@@ -1,0 +1,230 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/conclave-agent/conclave/config"
+)
+
+// execScript is a child for `agent exec`: it records its environment and
+// pid in dir/env, the signals it gets in dir/usr1 and dir/term (exiting 7
+// on SIGTERM, or ignoring it with ignoreTerm), and sleeps.
+func execScript(dir string, ignoreTerm bool) string {
+	term := fmt.Sprintf(`trap 'echo term > "%s/term"; exit 7' TERM`, dir)
+	if ignoreTerm {
+		term = `trap '' TERM`
+	}
+	return term + fmt.Sprintf(`
+trap 'echo usr1 >> "%[1]s/usr1"' USR1
+echo "$CONCLAVE_EPOCH $CONCLAVE_LEADER $$" > "%[1]s/env.tmp" && mv "%[1]s/env.tmp" "%[1]s/env"
+while :; do sleep 1; done
+`, dir)
+}
+
+type childInfo struct {
+	epoch  uint64
+	leader string
+	pid    int
+}
+
+// waitChild waits for the child to write dir/env and returns what it wrote.
+func waitChild(t *testing.T, dir string, stderr *syncBuffer) childInfo {
+	t.Helper()
+	var ci childInfo
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "env"))
+		if err == nil {
+			f := strings.Fields(string(b))
+			if len(f) != 3 {
+				t.Fatalf("child environment %q, want epoch, leader and pid", b)
+			}
+			ci.epoch, _ = strconv.ParseUint(f[0], 10, 64)
+			ci.leader = f[1]
+			ci.pid, _ = strconv.Atoi(f[2])
+			return ci
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the command did not start within 15s; exec's stderr:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// groupGone reports whether no live process is left in process group pgid.
+// Zombies do not count: a grandchild killed with its group is reaped by
+// init, not by exec, and kill(-pgid, 0) still finds it until then.
+func groupGone(pgid int) bool {
+	if errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH) {
+		return true
+	}
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, p := range procs {
+		if _, err := strconv.Atoi(p.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", p.Name(), "stat"))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid pgrp …; comm may contain spaces.
+		i := strings.LastIndexByte(string(b), ')')
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) >= 3 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" {
+			return false
+		}
+	}
+	return true
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// exec starts the command with the epoch and leader in its environment,
+// forwards SIGUSR1, and on its own SIGTERM (here: cancellation) passes
+// SIGTERM on and exits with the command's code.
+func TestExecRunsWhileLeading(t *testing.T) {
+	_, sock := startSingle(t)
+	st := statusAt(t, sock)
+	dir := t.TempDir()
+	var stdout, stderr syncBuffer
+	stop := background(t, &stdout, &stderr, "exec", "-socket", sock, "-grace", "20s", "--", "sh", "-c", execScript(dir, false))
+	ci := waitChild(t, dir, &stderr)
+	if ci.epoch != st.Epoch || ci.leader != "n1" {
+		t.Errorf("child saw CONCLAVE_EPOCH=%d CONCLAVE_LEADER=%q, want %d and n1", ci.epoch, ci.leader, st.Epoch)
+	}
+	if want := fmt.Sprintf("leading in epoch %d: started sh (pid %d)", st.Epoch, ci.pid); !strings.Contains(stderr.String(), want) {
+		t.Errorf("exec's stderr does not say %q:\n%s", want, stderr.String())
+	}
+
+	// exec has registered for SIGUSR1 before it started the child, so the
+	// signal goes to exec (not the default action) and on to the child.
+	if err := syscall.Kill(os.Getpid(), syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "SIGUSR1 forwarded to the command", func() bool { return exists(filepath.Join(dir, "usr1")) })
+
+	if code := stop(); code != 7 {
+		t.Errorf("exec stopped: exit %d, want the command's 7; stderr:\n%s", code, stderr.String())
+	}
+	if !exists(filepath.Join(dir, "term")) {
+		t.Error("the command did not get SIGTERM")
+	}
+	if !groupGone(ci.pid) {
+		t.Errorf("processes of the command's group %d still run after exec returned", ci.pid)
+	}
+}
+
+// A crashed agent can vouch for nothing: exec stops the command at once and
+// keeps waiting for leadership.
+func TestExecStopsCommandWhenAgentDies(t *testing.T) {
+	tc, sock := startSingle(t)
+	dir := t.TempDir()
+	var stdout, stderr syncBuffer
+	stop := background(t, &stdout, &stderr, "exec", "-socket", sock, "-grace", "20s", "--", "sh", "-c", execScript(dir, false))
+	ci := waitChild(t, dir, &stderr)
+
+	tc.stop(0, true)
+	eventually(t, 10*time.Second, "the command to be stopped after the agent died", func() bool {
+		return exists(filepath.Join(dir, "term")) && groupGone(ci.pid)
+	})
+	if want := fmt.Sprintf("leadership of epoch %d lost", ci.epoch); !strings.Contains(stderr.String(), want) {
+		t.Errorf("exec's stderr does not say %q:\n%s", want, stderr.String())
+	}
+	if code := stop(); code != 0 {
+		t.Errorf("exec stopped with no command running: exit %d, want 0", code)
+	}
+}
+
+// Resigning ends the leadership, so exec stops the command.
+func TestExecStopsCommandOnResign(t *testing.T) {
+	tc := newTestCluster(t, 3, config.ProtocolMajority)
+	li, first := tc.waitLeader(0)
+	dir := t.TempDir()
+	var stdout, stderr syncBuffer
+	stop := background(t, &stdout, &stderr, "exec", "-socket", tc.socket(li), "-grace", "20s", "--", "sh", "-c", execScript(dir, false))
+	ci := waitChild(t, dir, &stderr)
+	if ci.epoch != first.Epoch || ci.leader != first.Node {
+		t.Errorf("child saw epoch %d leader %q, want %d and %s", ci.epoch, ci.leader, first.Epoch, first.Node)
+	}
+	if code, _, errOut := cli(t, "resign", "-socket", tc.socket(li)); code != 0 {
+		t.Fatalf("agent resign: exit %d, %s", code, errOut)
+	}
+	eventually(t, 10*time.Second, "the command to be stopped after the resign", func() bool {
+		return exists(filepath.Join(dir, "term")) && groupGone(ci.pid)
+	})
+	if want := fmt.Sprintf("leadership of epoch %d lost", first.Epoch); !strings.Contains(stderr.String(), want) {
+		t.Errorf("exec's stderr does not say %q:\n%s", want, stderr.String())
+	}
+	stop()
+}
+
+// A command that ignores SIGTERM is killed after -grace, and exec reports
+// the signal the shell way (128+9).
+func TestExecKillsAfterGrace(t *testing.T) {
+	_, sock := startSingle(t)
+	dir := t.TempDir()
+	var stdout, stderr syncBuffer
+	stop := background(t, &stdout, &stderr, "exec", "-socket", sock, "-grace", "200ms", "--", "sh", "-c", execScript(dir, true))
+	ci := waitChild(t, dir, &stderr)
+	if code := stop(); code != 128+int(syscall.SIGKILL) {
+		t.Errorf("exec stopped a command that ignores SIGTERM: exit %d, want %d; stderr:\n%s", code, 128+int(syscall.SIGKILL), stderr.String())
+	}
+	eventually(t, 10*time.Second, "every process of the command's group to end", func() bool { return groupGone(ci.pid) })
+}
+
+// A command that exits by itself while the node still leads is started
+// again, in the same epoch.
+func TestExecRestartsCommandThatExits(t *testing.T) {
+	_, sock := startSingle(t)
+	st := statusAt(t, sock)
+	runs := filepath.Join(t.TempDir(), "runs")
+	var stdout, stderr syncBuffer
+	stop := background(t, &stdout, &stderr, "exec", "-socket", sock, "--", "sh", "-c", `echo "$CONCLAVE_EPOCH" >> "`+runs+`"; exit 3`)
+	eventually(t, 15*time.Second, "the command to run twice", func() bool {
+		b, _ := os.ReadFile(runs)
+		return strings.Count(string(b), "\n") >= 2
+	})
+	b, _ := os.ReadFile(runs)
+	for _, e := range strings.Fields(string(b)) {
+		if e != strconv.FormatUint(st.Epoch, 10) {
+			t.Errorf("a run saw CONCLAVE_EPOCH=%s, want %d", e, st.Epoch)
+		}
+	}
+	if !strings.Contains(stderr.String(), "command exited: exit status 3") {
+		t.Errorf("exec's stderr does not report the exit:\n%s", stderr.String())
+	}
+	stop()
+}
+
+// With no agent to vouch for leadership, the command never starts and exec
+// says why, naming the socket.
+func TestExecWithoutAgent(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "nobody.sock")
+	marker := filepath.Join(dir, "started")
+	var stdout, stderr syncBuffer
+	stop := background(t, &stdout, &stderr, "exec", "-socket", sock, "--", "touch", marker)
+	eventually(t, 10*time.Second, "exec to report the missing agent", func() bool {
+		return strings.Contains(stderr.String(), "lost contact with the agent") && strings.Contains(stderr.String(), sock)
+	})
+	if code := stop(); code != 0 {
+		t.Errorf("exec stopped: exit %d", code)
+	}
+	if exists(marker) {
+		t.Error("the command ran with no agent")
+	}
+}
