@@ -35,18 +35,9 @@ func TestMain(m *testing.M) {
 // probeNode outlives Shutdown by up to one probe interval (1s in the local
 // profile) when it was probing a member that had already stopped.
 func verifyNoLeaks() int {
-	opts := []goleak.Option{
-		// libp2p and its dependencies keep process-wide workers that
-		// outlive any one host (as in agent/agent_test.go).
-		goleak.IgnoreAnyFunction("github.com/ipfs/go-log/v2/writer.(*MirrorWriter).logRoutine"),
-		goleak.IgnoreAnyFunction("go.opencensus.io/stats/view.(*worker).start"),
-		goleak.IgnoreTopFunction("github.com/libp2p/go-libp2p/p2p/transport/tcpreuse.(*ConnMgr).run"),
-		goleak.IgnoreAnyFunction("github.com/libp2p/go-flow-metrics.(*sweeper).run"),
-		goleak.IgnoreAnyFunction("github.com/libp2p/go-libp2p/p2p/host/resource-manager.(*resourceManager).background"),
-	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		err := goleak.Find(opts...)
+		err := goleak.Find()
 		if err == nil {
 			return 0
 		}
