@@ -97,6 +97,11 @@ type Report struct {
 	// epoch. RecoveryTime: from a heal to some agent leading. By fault kind.
 	FailoverTime map[string]Durations
 	RecoveryTime map[string]Durations
+	// ConvergeTime: from a heal to every agent answering and naming the
+	// same leader in the same epoch. NotConverged counts heals after which
+	// that did not happen before the next fault (or the end).
+	ConvergeTime map[string]Durations
+	NotConverged map[string]int
 
 	// Freeze: what the frozen scheduler's first write on waking became
 	// ("" when it wrote nothing).
@@ -108,7 +113,7 @@ type Report struct {
 // Check runs every invariant over the history and the jobs table. bound is
 // the liveness bound after a heal.
 func Check(recs []Record, jobs []JobRow, fenceEpoch uint64, bound time.Duration) *Report {
-	r := &Report{Faults: map[string]int{}, FailoverTime: map[string]Durations{}, RecoveryTime: map[string]Durations{}, FenceEpoch: fenceEpoch}
+	r := &Report{Faults: map[string]int{}, FailoverTime: map[string]Durations{}, RecoveryTime: map[string]Durations{}, ConvergeTime: map[string]Durations{}, NotConverged: map[string]int{}, FenceEpoch: fenceEpoch}
 	violate := func(format string, args ...any) {
 		r.Violations = append(r.Violations, fmt.Sprintf(format, args...))
 	}
@@ -212,6 +217,7 @@ func Check(recs []Record, jobs []JobRow, fenceEpoch uint64, bound time.Duration)
 	type st struct {
 		up, leader bool
 		epoch      uint64
+		named      string
 	}
 	cur := map[string]st{}
 	type pending struct {
@@ -220,8 +226,36 @@ func Check(recs []Record, jobs []JobRow, fenceEpoch uint64, bound time.Duration)
 		epoch  uint64
 		isHeal bool
 	}
+	type convergeWait struct {
+		kind string
+		from time.Time
+	}
+	var converging []convergeWait
+	nodes := map[string]bool{}
+	for _, x := range recs {
+		if x.Kind == kindStatus {
+			nodes[x.Node] = true
+		}
+	}
+	converged := func() bool {
+		var name string
+		var epoch uint64
+		for n := range nodes {
+			s, ok := cur[n]
+			if !ok || !s.up || s.named == "" {
+				return false
+			}
+			if name == "" {
+				name, epoch = s.named, s.epoch
+			} else if s.named != name || s.epoch != epoch {
+				return false
+			}
+		}
+		return name != ""
+	}
 	var waits []pending
 	freezeWake := map[string]time.Time{}
+	var newestLeader uint64
 	rounds := map[int]bool{}
 	leaderNow := func() (bool, uint64) {
 		var best uint64
@@ -256,9 +290,22 @@ func Check(recs []Record, jobs []JobRow, fenceEpoch uint64, bound time.Duration)
 		at := time.Unix(0, x.T)
 		switch x.Kind {
 		case kindStatus:
-			cur[x.Node] = st{up: x.Up, leader: x.Up && x.Role == "leader", epoch: x.Epoch}
+			cur[x.Node] = st{up: x.Up, leader: x.Up && x.Role == "leader", epoch: x.Epoch, named: x.Leader}
+			if x.Up && x.Role == "leader" {
+				newestLeader = max(newestLeader, x.Epoch)
+			}
 			resolve(at)
+			if len(converging) > 0 && converged() {
+				for _, c := range converging {
+					r.ConvergeTime[c.kind] = append(r.ConvergeTime[c.kind], at.Sub(c.from))
+				}
+				converging = nil
+			}
 		case kindFault:
+			for _, c := range converging {
+				r.NotConverged[c.kind]++
+			}
+			converging = nil
 			r.Faults[x.Fault]++
 			rounds[x.Round] = true
 			// A failover not seen before the next fault is not measured.
@@ -275,17 +322,33 @@ func Check(recs []Record, jobs []JobRow, fenceEpoch uint64, bound time.Duration)
 		case kindHeal:
 			waits = append(waits, pending{kind: x.Fault, from: at, isHeal: true})
 			resolve(at)
+			if converged() {
+				r.ConvergeTime[x.Fault] = append(r.ConvergeTime[x.Fault], 0)
+			} else {
+				converging = append(converging, convergeWait{x.Fault, at})
+			}
 		case kindWake:
 			freezeWake[x.Node] = at
 		case kindSched:
 			if w, ok := freezeWake[x.Node]; ok && x.Ev == "write" && !at.Before(w) {
-				r.FreezeFirstWrite = append(r.FreezeFirstWrite, x.Result)
-				if x.Result == "accepted" {
-					violate("%s: the frozen scheduler's first write on waking was accepted (epoch %d, tick %d)", x.Node, x.Epoch, x.Tick)
+				res := x.Result
+				if res == "accepted" {
+					if x.Epoch < newestLeader {
+						violate("%s: the frozen scheduler's first write on waking was accepted in epoch %d after a leader in epoch %d (tick %d)", x.Node, x.Epoch, newestLeader, x.Tick)
+					} else {
+						// Nobody was elected while it slept (no majority
+						// left): its epoch is still the newest, and the
+						// write is not stale.
+						res = "accepted, no newer leader yet"
+					}
 				}
+				r.FreezeFirstWrite = append(r.FreezeFirstWrite, res)
 				delete(freezeWake, x.Node)
 			}
 		}
+	}
+	for _, c := range converging {
+		r.NotConverged[c.kind]++
 	}
 	for range freezeWake {
 		r.FreezeFirstWrite = append(r.FreezeFirstWrite, "")
@@ -325,6 +388,10 @@ func (r *Report) Print(w io.Writer) {
 			line += fmt.Sprintf("  heal→leader median %-8s worst %s", d.Median().Round(time.Millisecond), d.Max().Round(time.Millisecond))
 		}
 		fmt.Fprintln(w, line)
+		if d := r.ConvergeTime[k]; len(d) > 0 || r.NotConverged[k] > 0 {
+			fmt.Fprintf(w, "  %-18s        heal→all agents agree median %-8s worst %-8s not before the next fault: %d\n", "",
+				d.Median().Round(time.Millisecond), d.Max().Round(time.Millisecond), r.NotConverged[k])
+		}
 	}
 	fmt.Fprintf(w, "writes attempted %d: accepted %d, rejected as stale %d, not raised %d, UNIQUE collisions %d, errors %d\n",
 		r.WritesAttempted, r.WritesAccepted, r.WritesStale, r.WritesNotRaised, r.Collisions, r.WritesError)

@@ -100,7 +100,7 @@ func TestCheckFindsViolations(t *testing.T) {
 			return append(r,
 				Record{T: at(9000), Kind: kindWake, Node: "n1"},
 				Record{T: at(9001), Kind: kindSched, Node: "n1", Ev: "write", Epoch: 1, Tick: 9, Result: "accepted"}), j
-		}, "first write on waking was accepted"},
+		}, "first write on waking was accepted in epoch 1 after a leader in epoch 2"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -125,6 +125,22 @@ func TestFreezeRejectedIsReported(t *testing.T) {
 	r := Check(recs, jobs, 2, 10*time.Second)
 	if len(r.FreezeFirstWrite) != 1 || r.FreezeFirstWrite[0] != "stale" {
 		t.Fatalf("FreezeFirstWrite = %q, want [stale]", r.FreezeFirstWrite)
+	}
+}
+
+// TestFreezeAcceptedWithoutNewerLeader: when nobody was elected while the
+// scheduler slept, its write is not stale and must not be flagged.
+func TestFreezeAcceptedWithoutNewerLeader(t *testing.T) {
+	recs, jobs := cleanHistory()
+	recs = append(recs,
+		Record{T: at(9000), Kind: kindWake, Node: "n2"},
+		Record{T: at(9001), Kind: kindSched, Node: "n2", Ev: "write", Epoch: 2, Tick: 9, Result: "accepted"})
+	r := Check(recs, jobs, 2, 10*time.Second)
+	if len(r.Violations) != 0 {
+		t.Fatalf("violations: %v", r.Violations)
+	}
+	if len(r.FreezeFirstWrite) != 1 || !strings.HasPrefix(r.FreezeFirstWrite[0], "accepted, no newer leader") {
+		t.Fatalf("FreezeFirstWrite = %q", r.FreezeFirstWrite)
 	}
 }
 
