@@ -62,6 +62,9 @@ type Config struct {
 	EventBuffer int
 	// ReclaimTime is DeadNodeReclaimTime: 0 means DefaultReclaimTime.
 	ReclaimTime time.Duration
+	// ReconnectInterval is how often one member last known as dead is
+	// asked to join again; 0 means DefaultReconnectInterval.
+	ReconnectInterval time.Duration
 
 	// tune, when set, adjusts memberlist's configuration last (tests shrink
 	// timings with it).

@@ -47,6 +47,10 @@ const (
 	defaultJoinBackoffMax = 10 * time.Second
 )
 
+// DefaultReconnectInterval is how often a dead (not left) member is asked
+// to join again when the configuration does not say.
+const DefaultReconnectInterval = 2 * time.Second
+
 // Membership is this node's membership in the cluster over memberlist. Its
 // methods are safe for concurrent use.
 type Membership struct {
@@ -135,7 +139,48 @@ func Start(cfg Config) (*Membership, error) {
 		m.joinDone.Add(1)
 		go m.joinLoop(join, backoff, maxBackoff)
 	}
+	interval := cfg.ReconnectInterval
+	if interval <= 0 {
+		interval = DefaultReconnectInterval
+	}
+	m.joinDone.Add(1)
+	go m.reconnectLoop(interval)
 	return m, nil
+}
+
+// reconnectLoop asks one member last known as dead (not left) to join again
+// every interval. Memberlist never probes a member it has declared dead, so
+// after a partition heals, two sides that declared each other dead would
+// stay apart for good; Serf and Consul run the same loop. A member that
+// really is gone costs one failed TCP connection per interval.
+func (m *Membership) reconnectLoop(interval time.Duration) {
+	defer m.joinDone.Done()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stopJoin:
+			return
+		case <-t.C:
+		}
+		var dead []Member
+		m.mu.Lock()
+		for _, mb := range m.members {
+			if mb.State == StateDead && mb.Name != m.name {
+				dead = append(dead, mb)
+			}
+		}
+		m.mu.Unlock()
+		if len(dead) == 0 {
+			continue
+		}
+		mb := dead[rand.N(len(dead))]
+		if n, err := m.ml.Join([]string{mb.Addr}); n > 0 {
+			m.log.Info("reconnected to a member declared dead", zap.String("member", mb.Name), zap.String("addr", mb.Addr))
+		} else {
+			m.log.Debug("dead member still unreachable", zap.String("member", mb.Name), zap.String("addr", mb.Addr), zap.Error(err))
+		}
+	}
 }
 
 // joinLoop retries Join with jittered exponential backoff until one

@@ -443,3 +443,46 @@ func TestNoStderrFromMemberlist(t *testing.T) {
 		}
 	}
 }
+
+// A member declared dead is asked to join again: here b restarts on its
+// old address with no join list, so only a's reconnect loop can bring the
+// two together again (as after a partition in which both sides declared
+// the other dead).
+func TestDeadMemberIsReconnected(t *testing.T) {
+	for _, reconnect := range []bool{true, false} {
+		t.Run(fmt.Sprintf("reconnect=%v", reconnect), func(t *testing.T) {
+			acfg := testConfig("a", 1)
+			acfg.ReconnectInterval = 100 * time.Millisecond
+			if !reconnect {
+				acfg.ReconnectInterval = time.Hour
+			}
+			a := start(t, acfg)
+			b := start(t, testConfig("b", 2, a.LocalAddr()))
+			a.w.until(t, "a sees b alive", func(v map[string]Member) bool { return v["b"].State == StateAlive })
+			addr := b.LocalAddr()
+			if err := b.Shutdown(); err != nil {
+				t.Fatal(err)
+			}
+			a.w.until(t, "a declares b dead", func(v map[string]Member) bool { return v["b"].State == StateDead })
+			// Past GossipToTheDeadTime (2 s in fast), a no longer gossips to
+			// b at all: only the reconnect loop reaches out.
+			time.Sleep(2500 * time.Millisecond)
+			bcfg := testConfig("b", 2)
+			bcfg.Bind = addr
+			bcfg.ReconnectInterval = time.Hour
+			b2 := start(t, bcfg)
+			if reconnect {
+				a.w.until(t, "a sees b alive again", func(v map[string]Member) bool { return v["b"].State == StateAlive })
+				b2.w.until(t, "b sees a alive", func(v map[string]Member) bool { return v["a"].State == StateAlive })
+				return
+			}
+			// The control: without the loop, nobody reaches out.
+			time.Sleep(2 * time.Second)
+			for _, mb := range a.Members() {
+				if mb.Name == "b" && mb.State == StateAlive {
+					t.Fatalf("b came back without a reconnect loop: the test cannot tell the loop works")
+				}
+			}
+		})
+	}
+}
