@@ -69,9 +69,8 @@ type Node struct {
 	// election.
 	excluded protocols.ID
 
-	hs, prevHS protocols.HardState
-	prevSS     protocols.SoftState
-	msgs       []protocols.Message
+	hs  protocols.HardState
+	out protocols.Outbox
 }
 
 var _ protocols.Protocol = (*Node)(nil)
@@ -97,7 +96,6 @@ func New(cfg Config) (*Node, error) {
 		seen:    cfg.HardState.Epoch,
 		epoch:   cfg.HardState.Epoch,
 		hs:      cfg.HardState,
-		prevHS:  cfg.HardState,
 	}
 	if n.rand == nil {
 		n.rand = rand.New(rand.NewPCG(uint64(cfg.ID), 0x6275_6c6c_79))
@@ -109,7 +107,8 @@ func New(cfg Config) (*Node, error) {
 		n.addMember(m)
 	}
 	n.addMember(protocols.Member{ID: cfg.ID})
-	n.prevSS = n.softState()
+	initial := n.softState()
+	n.out.Reset(cfg.HardState, &initial)
 	if n.preempt {
 		n.deadline = cfg.Now
 	} else {
@@ -141,7 +140,7 @@ func (n *Node) abstaining() bool { return n.now < n.abstainUntil }
 
 func (n *Node) send(m protocols.Message) {
 	m.From = n.id
-	n.msgs = append(n.msgs, m)
+	n.out.Send(m)
 }
 
 // observe raises the highest epoch seen; it is persisted with the next Ready.
@@ -472,34 +471,11 @@ func (n *Node) Status(now protocols.Time) protocols.Status {
 }
 
 // HasReady reports whether Ready has work.
-func (n *Node) HasReady() bool {
-	return len(n.msgs) > 0 || n.hs != n.prevHS || n.softState() != n.prevSS
-}
+func (n *Node) HasReady() bool { return n.out.HasReady(n.hs, n.softState()) }
 
 // Ready returns the pending work: a risen epoch to persist, messages, and a
 // leadership change to announce.
-func (n *Node) Ready() protocols.Ready {
-	rd := protocols.Ready{Messages: slices.Clone(n.msgs)}
-	if n.hs != n.prevHS {
-		hs := n.hs
-		rd.HardState = &hs
-	}
-	if ss := n.softState(); ss != n.prevSS {
-		rd.SoftState = &ss
-	}
-	return rd
-}
+func (n *Node) Ready() protocols.Ready { return n.out.Ready(n.hs, n.softState()) }
 
 // Advance acknowledges rd.
-func (n *Node) Advance(rd protocols.Ready) {
-	n.msgs = n.msgs[len(rd.Messages):]
-	if len(n.msgs) == 0 {
-		n.msgs = nil
-	}
-	if rd.HardState != nil {
-		n.prevHS = *rd.HardState
-	}
-	if rd.SoftState != nil {
-		n.prevSS = *rd.SoftState
-	}
-}
+func (n *Node) Advance(rd protocols.Ready) { n.out.Advance(rd) }

@@ -92,10 +92,7 @@ type Node struct {
 	confirmTerm    uint64
 	roundScratch   []uint64
 
-	msgs          []protocols.Message
-	persisted     protocols.HardState
-	announced     protocols.SoftState
-	announcedOnce bool
+	out protocols.Outbox
 }
 
 var _ protocols.Protocol = (*Node)(nil)
@@ -116,12 +113,14 @@ func New(cfg Config) (*Node, error) {
 		suspected:  make(map[protocols.ID]bool),
 		term:       cfg.HardState.Term,
 		vote:       cfg.HardState.Vote,
-		persisted:  cfg.HardState,
 		ackedRound: make(map[string]uint64),
 		lastHeard:  make(map[string]protocols.Time),
 		granted:    make(map[string]bool),
 		rejected:   make(map[string]bool),
 	}
+	// The first Ready announces the starting role: watchers learn it even
+	// when nothing else happens.
+	n.out.Reset(cfg.HardState, nil)
 	if n.log == nil {
 		n.log = protocols.NopLogger{}
 	}
@@ -195,7 +194,7 @@ func (n *Node) send(m protocols.Message) {
 	if m.Term == 0 {
 		m.Term = n.term
 	}
-	n.msgs = append(n.msgs, m)
+	n.out.Send(m)
 }
 
 // broadcast sends m to every live member other than this node; votersOnly
@@ -673,8 +672,8 @@ func (n *Node) Status(now protocols.Time) protocols.Status {
 func (n *Node) hardState() protocols.HardState {
 	hs := protocols.HardState{Term: n.term, Vote: n.vote, Epoch: n.term}
 	if n.cfg.Unsafe.VoteNotPersisted {
-		hs.Vote = n.persisted.Vote
-		if n.persisted.Term != n.term {
+		hs.Vote = n.out.Persisted().Vote
+		if n.out.Persisted().Term != n.term {
 			hs.Vote = protocols.None
 		}
 	}
@@ -697,42 +696,13 @@ func (n *Node) softState() protocols.SoftState {
 
 // HasReady reports whether there is state to persist, messages to send or
 // a change to announce.
-func (n *Node) HasReady() bool {
-	return len(n.msgs) > 0 || n.hardState() != n.persisted ||
-		!n.announcedOnce || n.softState() != n.announced
-}
+func (n *Node) HasReady() bool { return n.out.HasReady(n.hardState(), n.softState()) }
 
 // Ready returns the pending work; see package protocols for the order.
-func (n *Node) Ready() protocols.Ready {
-	var rd protocols.Ready
-	if hs := n.hardState(); hs != n.persisted {
-		changed := hs // allocated only when there is a change
-		rd.HardState = &changed
-	}
-	rd.Messages = n.msgs
-	if ss := n.softState(); !n.announcedOnce || ss != n.announced {
-		changed := ss
-		rd.SoftState = &changed
-	}
-	return rd
-}
+func (n *Node) Ready() protocols.Ready { return n.out.Ready(n.hardState(), n.softState()) }
 
 // Advance records that rd was handled.
-func (n *Node) Advance(rd protocols.Ready) {
-	if rd.HardState != nil {
-		n.persisted = *rd.HardState
-	}
-	if rd.SoftState != nil {
-		n.announced = *rd.SoftState
-		n.announcedOnce = true
-	}
-	if len(rd.Messages) == len(n.msgs) {
-		// Reuse the buffer: the driver is done with rd.Messages.
-		n.msgs = n.msgs[:0]
-	} else {
-		n.msgs = append(n.msgs[:0], n.msgs[len(rd.Messages):]...)
-	}
-}
+func (n *Node) Advance(rd protocols.Ready) { n.out.Advance(rd) }
 
 var _ protocols.Confirmer = (*Node)(nil)
 

@@ -47,7 +47,7 @@ func TestStepRefusesBadInputWithoutChangingState(t *testing.T) {
 	if got := n.Status(tn.now); got != before {
 		t.Errorf("status changed by bad input: %+v -> %+v", before, got)
 	}
-	if n.hardState() != hs || len(n.msgs) != 0 {
+	if n.hardState() != hs || len(n.out.Pending()) != 0 {
 		t.Errorf("bad input changed state or queued messages")
 	}
 }

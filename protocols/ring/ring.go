@@ -83,9 +83,8 @@ type Node struct {
 	// maxHops.
 	inflight []sent
 
-	hsPrev, hsCur protocols.HardState
-	prevSS        protocols.SoftState
-	msgs          []protocols.Message
+	hsCur protocols.HardState
+	out   protocols.Outbox
 }
 
 // sent is an election message and when this node sent it.
@@ -105,17 +104,16 @@ func New(cfg Config) (*Node, error) {
 	}
 	hb, et := cfg.durations()
 	n := &Node{
-		id:     cfg.ID,
-		hb:     hb,
-		et:     et,
-		useHS:  cfg.Algorithm == AlgHS,
-		rand:   cfg.Rand,
-		log:    cfg.Logger,
-		now:    cfg.Now,
-		seen:   cfg.HardState.Epoch,
-		epoch:  cfg.HardState.Epoch,
-		hsCur:  cfg.HardState,
-		hsPrev: cfg.HardState,
+		id:    cfg.ID,
+		hb:    hb,
+		et:    et,
+		useHS: cfg.Algorithm == AlgHS,
+		rand:  cfg.Rand,
+		log:   cfg.Logger,
+		now:   cfg.Now,
+		seen:  cfg.HardState.Epoch,
+		epoch: cfg.HardState.Epoch,
+		hsCur: cfg.HardState,
 
 		members: map[protocols.ID]*member{},
 	}
@@ -129,7 +127,8 @@ func New(cfg Config) (*Node, error) {
 		n.addMember(m)
 	}
 	n.addMember(protocols.Member{ID: cfg.ID})
-	n.prevSS = n.softState()
+	initial := n.softState()
+	n.out.Reset(cfg.HardState, &initial)
 	n.resetTimer()
 	return n, nil
 }
@@ -183,7 +182,7 @@ func (n *Node) abstaining() bool { return n.now < n.abstainUntil }
 
 func (n *Node) send(m protocols.Message) {
 	m.From = n.id
-	n.msgs = append(n.msgs, m)
+	n.out.Send(m)
 	switch m.Kind {
 	case protocols.MsgRingElect, protocols.MsgHSProbe, protocols.MsgHSReply:
 		if len(n.inflight) >= int(n.maxHops()) {
@@ -219,7 +218,7 @@ func (n *Node) resend(lost protocols.ID) {
 		}
 		n.log.Debugw("ring: re-sending election message", "node", n.id, "lost", lost, "to", next, "kind", m.Kind)
 		m.To = next
-		n.msgs = append(n.msgs, *m)
+		n.out.Send(*m)
 	}
 	if alone && n.participant && n.st != stLeader && !n.abstaining() {
 		n.participant = false
@@ -681,34 +680,11 @@ func (n *Node) Status(now protocols.Time) protocols.Status {
 }
 
 // HasReady reports whether Ready has work.
-func (n *Node) HasReady() bool {
-	return len(n.msgs) > 0 || n.hsCur != n.hsPrev || n.softState() != n.prevSS
-}
+func (n *Node) HasReady() bool { return n.out.HasReady(n.hsCur, n.softState()) }
 
 // Ready returns the pending work: a risen epoch to persist, messages, and a
 // leadership change to announce.
-func (n *Node) Ready() protocols.Ready {
-	rd := protocols.Ready{Messages: slices.Clone(n.msgs)}
-	if n.hsCur != n.hsPrev {
-		hs := n.hsCur
-		rd.HardState = &hs
-	}
-	if ss := n.softState(); ss != n.prevSS {
-		rd.SoftState = &ss
-	}
-	return rd
-}
+func (n *Node) Ready() protocols.Ready { return n.out.Ready(n.hsCur, n.softState()) }
 
 // Advance acknowledges rd.
-func (n *Node) Advance(rd protocols.Ready) {
-	n.msgs = n.msgs[len(rd.Messages):]
-	if len(n.msgs) == 0 {
-		n.msgs = nil
-	}
-	if rd.HardState != nil {
-		n.hsPrev = *rd.HardState
-	}
-	if rd.SoftState != nil {
-		n.prevSS = *rd.SoftState
-	}
-}
+func (n *Node) Advance(rd protocols.Ready) { n.out.Advance(rd) }

@@ -264,8 +264,8 @@ func TestRunawayMessagesDropped(t *testing.T) {
 		if err := n.Step(0, m); err != nil {
 			t.Fatal(err)
 		}
-		if len(n.msgs) != 0 {
-			t.Fatalf("%v relayed: %v", m, n.msgs)
+		if len(n.out.Pending()) != 0 {
+			t.Fatalf("%v relayed: %v", m, n.out.Pending())
 		}
 	}
 }
