@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/conclave-agent/conclave/api"
 	"github.com/conclave-agent/conclave/config"
+	"github.com/conclave-agent/conclave/internal/loopback"
 	"github.com/conclave-agent/conclave/localapi"
 )
 
@@ -50,21 +50,11 @@ func verifyNoLeaks() int {
 // freePort returns a loopback port free for TCP and UDP.
 func freePort(t testing.TB) int {
 	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		l.Close()
-		if err == nil {
-			u.Close()
-			return port
-		}
+	port, err := loopback.FreePort()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free port")
-	return 0
+	return port
 }
 
 // testCluster runs real agents in this process: real memberlist, real

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/conclave-agent/conclave/api"
 	"github.com/conclave-agent/conclave/client"
+	"github.com/conclave-agent/conclave/internal/loopback"
 	"github.com/conclave-agent/conclave/store"
 )
 
@@ -276,24 +276,6 @@ func moduleRoot() (string, error) {
 	return filepath.Dir(mod), nil
 }
 
-// freePort returns a loopback port free for both TCP and UDP.
-func freePort() (int, error) {
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, fmt.Errorf("free port: %w", err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		l.Close()
-		if err == nil {
-			u.Close()
-			return port, nil
-		}
-	}
-	return 0, errors.New("no free loopback port for TCP and UDP")
-}
-
 // configure writes one TOML file per agent. Without namespaces every
 // address is on loopback; with them, 10.77.0.x inside our namespaces.
 func (h *harness) configure() error {
@@ -306,11 +288,11 @@ func (h *harness) configure() error {
 			transport[name] = "/ip4/" + h.net.ip[name] + "/tcp/7947"
 			continue
 		}
-		gp, err := freePort()
+		gp, err := loopback.FreePort()
 		if err != nil {
 			return err
 		}
-		tp, err := freePort()
+		tp, err := loopback.FreePort()
 		if err != nil {
 			return err
 		}

@@ -3,11 +3,9 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/conclave-agent/conclave/agent"
 	"github.com/conclave-agent/conclave/config"
+	"github.com/conclave-agent/conclave/internal/loopback"
 )
 
 // devCluster is `agent dev`: N agents on loopback in one process, each with
@@ -124,29 +123,10 @@ func devMain(ctx context.Context, n int, protocol, dir string, verbose bool, in 
 	}
 }
 
-// freePort returns a loopback port free for both TCP and UDP (memberlist
-// needs both on the same number).
-func freePort() (int, error) {
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		l.Close()
-		if err == nil {
-			u.Close()
-			return port, nil
-		}
-	}
-	return 0, errors.New("no free loopback port for TCP and UDP")
-}
-
 func (dc *devCluster) configure(n int, protocol string) error {
 	var binds, voters []string
 	for i := 1; i <= n; i++ {
-		port, err := freePort()
+		port, err := loopback.FreePort()
 		if err != nil {
 			return err
 		}
@@ -156,7 +136,7 @@ func (dc *devCluster) configure(n int, protocol string) error {
 		binds = append(binds, fmt.Sprintf("127.0.0.1:%d", port))
 	}
 	for i, name := range dc.names {
-		tport, err := freePort()
+		tport, err := loopback.FreePort()
 		if err != nil {
 			return err
 		}

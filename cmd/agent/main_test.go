@@ -20,6 +20,7 @@ import (
 	"github.com/conclave-agent/conclave/api"
 	"github.com/conclave-agent/conclave/client"
 	"github.com/conclave-agent/conclave/config"
+	"github.com/conclave-agent/conclave/internal/loopback"
 )
 
 func TestMain(m *testing.M) {
@@ -134,7 +135,7 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 // testFreePort returns a loopback port free for TCP and UDP.
 func testFreePort(t *testing.T) int {
 	t.Helper()
-	p, err := freePort()
+	p, err := loopback.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/conclave-agent/conclave/api"
 	"github.com/conclave-agent/conclave/client"
+	"github.com/conclave-agent/conclave/internal/loopback"
 )
 
 // Timings of the test clusters: shrunk so that failures are detected fast,
@@ -57,25 +57,14 @@ func shortTempDir(t testing.TB) string {
 	return dir
 }
 
-// freePort returns a loopback port that is free for TCP and UDP at the
-// time of asking (memberlist needs both on one number).
+// freePort returns a loopback port free for TCP and UDP.
 func freePort(t testing.TB) int {
 	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		l.Close()
-		if err == nil {
-			u.Close()
-			return port
-		}
+	port, err := loopback.FreePort()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free loopback port for TCP and UDP")
-	return 0
+	return port
 }
 
 // proc is one child process (an agent or a CLI command) whose combined

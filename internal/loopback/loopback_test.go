@@ -1,0 +1,25 @@
+package loopback
+
+import (
+	"fmt"
+	"net"
+	"testing"
+)
+
+func TestFreePortIsFreeForTCPAndUDP(t *testing.T) {
+	port, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("TCP %s: %v", addr, err)
+	}
+	defer l.Close()
+	u, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		t.Fatalf("UDP %s: %v", addr, err)
+	}
+	u.Close()
+}
