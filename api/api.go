@@ -30,7 +30,9 @@ const (
 	// PathMembers: GET → []Member.
 	PathMembers = "/v1/members"
 	// PathResign: POST → 200 Resigned once the leader has started handing
-	// over; 409 with Error when this node does not lead.
+	// over; 409 with Error when this node does not lead; 403 when the
+	// caller is neither the agent's own user nor root (reads stay open to
+	// whoever may open the socket).
 	PathResign = "/v1/resign"
 	// PathHealth: GET → 200 Health while the agent runs its loop.
 	PathHealth = "/v1/health"

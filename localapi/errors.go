@@ -27,6 +27,8 @@ func statusFor(err error) int {
 	switch {
 	case errors.Is(err, errBadRequest), errors.Is(err, ErrConsistentUnsupported):
 		return http.StatusBadRequest
+	case errors.Is(err, ErrForbidden):
+		return http.StatusForbidden
 	case errors.Is(err, ErrNotLeader):
 		return http.StatusConflict
 	case errors.Is(err, ErrUnavailable):

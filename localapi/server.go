@@ -219,6 +219,9 @@ func (s *Server) serveMembers(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) serveResign(w http.ResponseWriter, r *http.Request) error {
+	if err := mayWrite(r.Context()); err != nil {
+		return fmt.Errorf("resign: %w", err)
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
 	defer cancel()
 	if err := s.backend.Resign(ctx); err != nil {
@@ -369,6 +372,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.http = &http.Server{
 		Handler:           s,
+		ConnContext:       connContext,
 		ReadHeaderTimeout: ReadHeaderTimeout,
 		IdleTimeout:       IdleTimeout,
 		MaxHeaderBytes:    MaxHeaderBytes,
