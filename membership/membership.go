@@ -183,28 +183,59 @@ func (m *Membership) reconnectLoop(interval time.Duration) {
 	}
 }
 
-// joinLoop retries Join with jittered exponential backoff until one
-// attempt reaches a member or Shutdown is called.
+// joinLoop joins through the configured addresses, retrying with jittered
+// exponential backoff. It does not stop at the first success: it keeps
+// trying every address until each has been reached once or belongs to a
+// member this node already sees alive. Otherwise agents restarted during a
+// partition would each join whoever they could reach and, once the
+// partition heals, stay two separate clusters that know nothing of each
+// other (the chaos harness saw exactly that after a kill-all under a split).
 func (m *Membership) joinLoop(addrs []string, backoff, maxBackoff time.Duration) {
 	defer m.joinDone.Done()
+	pending := append([]string(nil), addrs...)
+	joined := false
 	for attempt := 1; ; attempt++ {
-		n, err := m.ml.Join(addrs)
-		if n > 0 {
-			m.log.Info("joined cluster", zap.Int("contacted", n), zap.Int("attempts", attempt))
+		pending = m.unreached(pending)
+		if len(pending) == 0 {
 			return
 		}
-		if err == nil {
-			err = errors.New("no member reached")
+		var lastErr error
+		reached := 0
+		var still []string // fresh: logged fields keep a reference to pending
+		for _, addr := range pending {
+			if n, err := m.ml.Join([]string{addr}); n > 0 {
+				reached++
+			} else {
+				lastErr = err
+				still = append(still, addr)
+			}
+		}
+		pending = still
+		if reached > 0 && !joined {
+			joined = true
+			m.log.Info("joined cluster", zap.Int("contacted", reached), zap.Int("attempts", attempt))
+		}
+		if len(pending) == 0 {
+			return
+		}
+		if lastErr == nil {
+			lastErr = errors.New("no member reached")
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
-		fields := []zap.Field{zap.Strings("join", addrs), zap.Int("attempt", attempt),
-			zap.Duration("retry_in", wait), zap.Error(err)}
-		if msg := err.Error(); strings.Contains(msg, "EOF") || strings.Contains(msg, "crypt") {
+		fields := []zap.Field{zap.Strings("join", pending), zap.Int("attempt", attempt),
+			zap.Duration("retry_in", wait), zap.Error(lastErr)}
+		if msg := lastErr.Error(); strings.Contains(msg, "EOF") || strings.Contains(msg, "crypt") {
 			// A peer that cannot decrypt us (or expects encryption we lack)
 			// just hangs up; memberlist reports only the EOF.
 			fields = append(fields, zap.String("hint", keyMismatchHint))
 		}
-		m.log.Warn("join failed, retrying", fields...)
+		if joined {
+			// Part of the cluster is reached; the rest may be down or on
+			// the other side of a partition. Keep trying, quietly.
+			m.log.Debug("join address not reached yet, retrying", fields...)
+		} else {
+			m.log.Warn("join failed, retrying", fields...)
+		}
 		select {
 		case <-m.stopJoin:
 			return
@@ -212,6 +243,26 @@ func (m *Membership) joinLoop(addrs []string, backoff, maxBackoff time.Duration)
 		}
 		backoff = min(2*backoff, maxBackoff)
 	}
+}
+
+// unreached drops the addresses of members this node already sees alive:
+// joining them again would teach nothing.
+func (m *Membership) unreached(addrs []string) []string {
+	m.mu.Lock()
+	alive := make(map[string]bool, len(m.members))
+	for _, mb := range m.members {
+		if mb.State == StateAlive || mb.State == StateSuspect {
+			alive[mb.Addr] = true
+		}
+	}
+	m.mu.Unlock()
+	var out []string
+	for _, a := range addrs {
+		if !alive[a] {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // Events returns the channel of member changes. The consumer should read it

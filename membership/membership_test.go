@@ -211,7 +211,7 @@ func TestDeadAndLeft(t *testing.T) {
 	n2 := start(t, testConfig("n2", 2, n1.LocalAddr()))
 	n3 := start(t, testConfig("n3", 3, n1.LocalAddr()))
 	allAlive := func(view map[string]Member) bool {
-		return len(view) == 3 && view["n1"].State == StateAlive && view["n2"].State == StateAlive && view["n3"].State == StateAlive
+		return len(view) == 3 && isAlive(view, "n1") && isAlive(view, "n2") && isAlive(view, "n3")
 	}
 	n1.w.until(t, "n1 sees all alive", allAlive)
 	n2.w.until(t, "n2 sees all alive", allAlive)
@@ -296,7 +296,7 @@ func TestWrongKeyCannotJoin(t *testing.T) {
 	c3.Key = keyA
 	n3 := start(t, c3)
 	n3.w.until(t, "n3 joins with the right key", func(view map[string]Member) bool {
-		return view["n1"].State == StateAlive && view["n3"].State == StateAlive
+		return isAlive(view, "n1") && isAlive(view, "n3")
 	})
 }
 
@@ -354,7 +354,7 @@ func TestJoinRetriesUntilSeedStarts(t *testing.T) {
 	c1.Bind = seedAddr
 	n1 := start(t, c1)
 	both := func(view map[string]Member) bool {
-		return view["n1"].State == StateAlive && view["n2"].State == StateAlive
+		return isAlive(view, "n1") && isAlive(view, "n2")
 	}
 	n1.w.until(t, "seed sees the retrying joiner", both)
 	n2.w.until(t, "joiner sees the seed", both)
@@ -379,7 +379,7 @@ func TestRestartOnNewPortAfterReclaim(t *testing.T) {
 	n1 := start(t, testConfig("n1", 1))
 	c2 := testConfig("n2", 2, n1.LocalAddr())
 	n2 := start(t, c2)
-	n1.w.until(t, "n2 alive", func(view map[string]Member) bool { return view["n2"].State == StateAlive })
+	n1.w.until(t, "n2 alive", func(view map[string]Member) bool { return isAlive(view, "n2") })
 	oldAddr := n2.LocalAddr()
 	if err := n2.Shutdown(); err != nil {
 		t.Fatal(err)
@@ -392,7 +392,7 @@ func TestRestartOnNewPortAfterReclaim(t *testing.T) {
 		t.Skipf("the kernel handed out the old port %s again", oldAddr)
 	}
 	n1.w.until(t, "n2 alive at its new address", func(view map[string]Member) bool {
-		return view["n2"].State == StateAlive && view["n2"].Addr == again.LocalAddr()
+		return isAlive(view, "n2") && view["n2"].Addr == again.LocalAddr()
 	})
 }
 
@@ -430,7 +430,7 @@ func TestNoStderrFromMemberlist(t *testing.T) {
 	// in a normal join, and none is logged above its level.
 	n1 := start(t, testConfig("n1", 1))
 	n2 := start(t, testConfig("n2", 2, n1.LocalAddr()))
-	n2.w.until(t, "join", func(view map[string]Member) bool { return view["n1"].State == StateAlive })
+	n2.w.until(t, "join", func(view map[string]Member) bool { return isAlive(view, "n1") })
 	e := waitLog(t, n2.logs, "memberlist debug line", func(e observer.LoggedEntry) bool {
 		return e.LoggerName == "memberlist" && strings.HasPrefix(e.Message, "Initiating push/pull sync")
 	})
@@ -458,7 +458,7 @@ func TestDeadMemberIsReconnected(t *testing.T) {
 			}
 			a := start(t, acfg)
 			b := start(t, testConfig("b", 2, a.LocalAddr()))
-			a.w.until(t, "a sees b alive", func(v map[string]Member) bool { return v["b"].State == StateAlive })
+			a.w.until(t, "a sees b alive", func(v map[string]Member) bool { return isAlive(v, "b") })
 			addr := b.LocalAddr()
 			if err := b.Shutdown(); err != nil {
 				t.Fatal(err)
@@ -472,8 +472,8 @@ func TestDeadMemberIsReconnected(t *testing.T) {
 			bcfg.ReconnectInterval = time.Hour
 			b2 := start(t, bcfg)
 			if reconnect {
-				a.w.until(t, "a sees b alive again", func(v map[string]Member) bool { return v["b"].State == StateAlive })
-				b2.w.until(t, "b sees a alive", func(v map[string]Member) bool { return v["a"].State == StateAlive })
+				a.w.until(t, "a sees b alive again", func(v map[string]Member) bool { return isAlive(v, "b") })
+				b2.w.until(t, "b sees a alive", func(v map[string]Member) bool { return isAlive(v, "a") })
 				return
 			}
 			// The control: without the loop, nobody reaches out.
@@ -485,4 +485,31 @@ func TestDeadMemberIsReconnected(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A node keeps trying every join address until each has been reached once,
+// not just the first: here n3 reaches n1 at once while n2 is not up yet;
+// n2 later starts alone (no join list, as after a restart on the other side
+// of a partition) and is found only because n3 keeps trying it.
+func TestJoinKeepsTryingUnreachedSeeds(t *testing.T) {
+	n1 := start(t, testConfig("n1", 1))
+	n2Addr := freePort(t)
+	n3 := start(t, testConfig("n3", 3, n1.LocalAddr(), n2Addr))
+	// "joined cluster" is logged after the first pass over the list, which
+	// tried n2's address while nothing listened there.
+	waitLog(t, n3.logs, "n3's first join pass", func(e observer.LoggedEntry) bool { return e.Message == "joined cluster" })
+	c2 := testConfig("n2", 2)
+	c2.Bind = n2Addr
+	n2 := start(t, c2)
+
+	n2.w.until(t, "n2, which joined nobody, sees n1 and n3", func(v map[string]Member) bool {
+		return isAlive(v, "n1") && isAlive(v, "n3")
+	})
+}
+
+// isAlive reports whether the view holds name as alive. StateAlive is the
+// zero State, so a missing entry must not count.
+func isAlive(v map[string]Member, name string) bool {
+	m, ok := v[name]
+	return ok && m.State == StateAlive
 }
