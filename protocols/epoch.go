@@ -1,5 +1,7 @@
 package protocols
 
+import "fmt"
+
 // The fencing-epoch scheme of the protocols that are not partition-safe
 // (bully, ring): an epoch's low EpochIDBits bits name the leader that
 // created it and the bits above count rounds. Two leaders elected on two
@@ -25,4 +27,25 @@ func NextEpoch(seen uint64, id ID) uint64 {
 // EpochLeader returns the id of the leader that created epoch e.
 func EpochLeader(e uint64) ID {
 	return ID(e & uint64(MaxEpochID))
+}
+
+// CheckEpochIDs reports every id that this epoch scheme cannot carry — this
+// node's or a member's zero or above MaxEpochID — and every member id listed
+// twice. Bully and ring validate their configuration with it.
+func CheckEpochIDs(self ID, members []Member) []error {
+	var errs []error
+	if self == None || self > MaxEpochID {
+		errs = append(errs, fmt.Errorf("id %d must be between 1 and %d", self, MaxEpochID))
+	}
+	seen := make(map[ID]bool, len(members))
+	for _, m := range members {
+		if m.ID == None || m.ID > MaxEpochID {
+			errs = append(errs, fmt.Errorf("member %q: id %d must be between 1 and %d", m.Name, m.ID, MaxEpochID))
+		}
+		if seen[m.ID] {
+			errs = append(errs, fmt.Errorf("member id %d appears twice", m.ID))
+		}
+		seen[m.ID] = true
+	}
+	return errs
 }

@@ -63,18 +63,8 @@ type Config struct {
 // Validate reports every problem of c at once.
 func (c Config) Validate() error {
 	var errs []error
-	if c.ID == protocols.None || c.ID > MaxID {
-		errs = append(errs, fmt.Errorf("ring: id %d must be between 1 and %d", c.ID, MaxID))
-	}
-	seen := map[protocols.ID]bool{}
-	for _, m := range c.Members {
-		if m.ID == protocols.None || m.ID > MaxID {
-			errs = append(errs, fmt.Errorf("ring: member %q: id %d must be between 1 and %d", m.Name, m.ID, MaxID))
-		}
-		if seen[m.ID] {
-			errs = append(errs, fmt.Errorf("ring: member id %d appears twice", m.ID))
-		}
-		seen[m.ID] = true
+	for _, e := range protocols.CheckEpochIDs(c.ID, c.Members) {
+		errs = append(errs, fmt.Errorf("ring: %w", e))
 	}
 	if c.Algorithm != "" && c.Algorithm != AlgLCR && c.Algorithm != AlgHS {
 		errs = append(errs, fmt.Errorf("ring: algorithm %q must be %q or %q", c.Algorithm, AlgLCR, AlgHS))
