@@ -4,48 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/conclave-agent/conclave/api"
 	"github.com/conclave-agent/conclave/config"
+	"github.com/conclave-agent/conclave/internal/leakcheck"
 	"github.com/conclave-agent/conclave/internal/loopback"
 	"github.com/conclave-agent/conclave/localapi"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		code = verifyNoLeaks()
-	}
-	os.Exit(code)
-}
-
-// verifyNoLeaks fails the run if goroutines outlive the tests. Unlike
-// goleak.VerifyTestMain it waits up to 5s for them to end: memberlist's
-// probeNode outlives Shutdown by up to one probe interval when it was
-// probing a member that had already stopped.
-func verifyNoLeaks() int {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		err := goleak.Find()
-		if err == nil {
-			return 0
-		}
-		if time.Now().After(deadline) {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			return 1
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 // freePort returns a loopback port free for TCP and UDP.
 func freePort(t testing.TB) int {

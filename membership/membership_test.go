@@ -4,40 +4,21 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/conclave-agent/conclave/internal/leakcheck"
 	"github.com/conclave-agent/conclave/protocols"
 	"github.com/hashicorp/memberlist"
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
 
-// TestMain fails the package if goroutines outlive the tests. Memberlist's
-// Shutdown does not wait for its per-connection stream handlers, which end
-// by themselves within its TCP timeout (1 s at most here), so the check is
-// repeated for a while before it counts as a leak.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		var err error
-		for deadline := time.Now().Add(5 * time.Second); ; {
-			if err = goleak.Find(); err == nil || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+// TestMain fails the package if goroutines outlive the tests, patiently:
+// memberlist's Shutdown does not wait for its per-connection handlers.
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 // waitLimit bounds every wait so a broken build fails instead of hanging.
 // It is a deadline for failure, not a timing the test asserts.

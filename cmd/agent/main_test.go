@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,41 +13,15 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/conclave-agent/conclave/agent"
 	"github.com/conclave-agent/conclave/api"
 	"github.com/conclave-agent/conclave/client"
 	"github.com/conclave-agent/conclave/config"
+	"github.com/conclave-agent/conclave/internal/leakcheck"
 	"github.com/conclave-agent/conclave/internal/loopback"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		code = verifyNoLeaks()
-	}
-	os.Exit(code)
-}
-
-// verifyNoLeaks fails the run when goroutines outlive the tests. Unlike
-// goleak.VerifyTestMain it waits up to 5s for them to end: memberlist's
-// probeNode outlives Shutdown by up to one probe interval (1s in the local
-// profile) when it was probing a member that had already stopped.
-func verifyNoLeaks() int {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		err := goleak.Find()
-		if err == nil {
-			return 0
-		}
-		if time.Now().After(deadline) {
-			fmt.Fprintf(os.Stderr, "goleak: goroutines still running 5s after the tests: %v\n", err)
-			return 1
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 // syncBuffer is a bytes.Buffer that a command may write from several
 // goroutines while the test reads it.
