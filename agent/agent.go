@@ -165,6 +165,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 		host, err := transport.New(ctx, transport.Config{
 			DataDir:         cfg.Node.DataDir,
 			Listen:          cfg.Transport.Listen,
+			Advertise:       cfg.Transport.Advertise,
 			ClusterKey:      key,
 			MaxMessageBytes: cfg.Transport.MaxMessageBytes,
 			Logger:          lg.Named("transport"),

@@ -16,6 +16,7 @@ import (
 	"github.com/conclave-agent/conclave/config"
 	"github.com/conclave-agent/conclave/internal/leakcheck"
 	"github.com/conclave-agent/conclave/internal/loopback"
+	"github.com/conclave-agent/conclave/internal/tcpfwd"
 	"github.com/conclave-agent/conclave/localapi"
 )
 
@@ -289,5 +290,80 @@ func TestWrongClusterKeyIsRefused(t *testing.T) {
 	}
 	if st.Role == api.RoleLeader || st.Members != 1 {
 		t.Errorf("n3 with the wrong key: %+v, want alone and not leading", st)
+	}
+}
+
+// TestAdvertisedTransportAddress: every agent listens on one port and
+// advertises a forwarder in front of it, as behind a port forward or the
+// benchmark's delaying proxy. Agents publish the advertised address in
+// gossip, dial only that, and the election runs through the forwarders:
+// with them cut, the leader loses its quorum.
+func TestAdvertisedTransportAddress(t *testing.T) {
+	tc := newTestCluster(t, 3, config.ProtocolMajority, "")
+	fwds := make([]*tcpfwd.Forwarder, len(tc.cfgs))
+	for i := range tc.cfgs {
+		f, err := tcpfwd.Listen()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Runs before the cluster's stopAll (cleanups run last-in
+		// first-out); a second Close after the one below is harmless.
+		t.Cleanup(func() { _ = f.Close() })
+		fwds[i] = f
+		tc.cfgs[i].Transport.Advertise = fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", f.Port())
+		if err := tc.cfgs[i].Validate(); err != nil {
+			t.Fatal(err)
+		}
+		listen := tc.cfgs[i].Transport.Listen
+		f.Start("127.0.0.1:" + listen[strings.LastIndex(listen, "/")+1:])
+	}
+	tc.startAll()
+	first := tc.waitAgreed(0, 30*time.Second)
+
+	// Heartbeats keep flowing through the forwarders.
+	bytesIn := func() uint64 {
+		var n uint64
+		for _, f := range fwds {
+			n += f.Inbound.Load() + f.Outbound.Load()
+		}
+		return n
+	}
+	before := bytesIn()
+	time.Sleep(500 * time.Millisecond)
+	if after := bytesIn(); before == 0 || after <= before {
+		t.Fatalf("forwarders carried %d then %d bytes: election traffic bypassed the advertised addresses", before, after)
+	}
+	// Every member's published libp2p address, as each agent sees it.
+	for _, a := range tc.agents {
+		for _, m := range a.cluster.Members() {
+			want := tc.cfgs[m.ID-1].Transport.Advertise + "/p2p/"
+			if !strings.HasPrefix(m.PeerAddr, want) {
+				t.Errorf("%s sees %s's peer address %q, want %s…", a.cfg.Node.Name, m.Name, m.PeerAddr, want)
+			}
+		}
+	}
+
+	// Cut every forwarder: with no other path, the leader can no longer
+	// hear a quorum and steps down (check_quorum).
+	for _, f := range fwds {
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var idx int
+	fmt.Sscanf(first.Leader, "n%d", &idx)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		st, err := tc.status(idx - 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Role != api.RoleLeader {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still leads with every forwarder closed: election traffic has another path", first.Leader)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -54,6 +54,12 @@ type Gossip struct {
 type Transport struct {
 	// Listen is the libp2p multiaddr to listen on.
 	Listen string `toml:"listen"`
+	// Advertise is the libp2p multiaddr other members dial for election
+	// messages, when it differs from Listen: behind NAT or port
+	// forwarding, or with a proxy in front of the listen port. It must
+	// name a TCP port and no peer id (the agent appends its own). Empty:
+	// the addresses actually listened on.
+	Advertise string `toml:"advertise"`
 	// MaxMessageBytes bounds one election frame; larger frames are refused
 	// before they are read.
 	MaxMessageBytes int `toml:"max_message_bytes"`

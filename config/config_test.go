@@ -63,6 +63,7 @@ func TestDefaults(t *testing.T) {
 		{"ring_algorithm", c.Election.RingAlgorithm, "lcr"},
 		{"listen", c.Transport.Listen, "/ip4/127.0.0.1/tcp/7947"},
 		{"max_message_bytes", c.Transport.MaxMessageBytes, 4096},
+		{"transport advertise", c.Transport.Advertise, ""},
 		{"bind", c.Gossip.Bind, "127.0.0.1:7946"},
 		{"profile", c.Gossip.Profile, "lan"},
 		{"socket_mode", c.API.SocketMode.Perm(), os.FileMode(0o660)},
@@ -175,6 +176,7 @@ func TestValidateRules(t *testing.T) {
 		{"gossip.key", func(c *Config) { c.Gossip.Key = "!!!" }},
 		{"transport.listen", func(c *Config) { c.Transport.Listen = "127.0.0.1:7947" }},
 		{"transport.max_message_bytes", func(c *Config) { c.Transport.MaxMessageBytes = 0 }},
+		{"transport.advertise", func(c *Config) { c.Transport.Advertise = "127.0.0.1:7947" }},
 		{"detector.heartbeat_interval", func(c *Config) { c.Detector.HeartbeatInterval = 0 }},
 		{"detector.threshold", func(c *Config) { c.Detector.Threshold = -1 }},
 		{"detector.max_samples", func(c *Config) { c.Detector.MaxSamples = 1 }},
@@ -211,6 +213,73 @@ func TestValidateRules(t *testing.T) {
 		if err := c.Validate(); err != nil {
 			t.Errorf("%s: Validate = %v, want nil", name, err)
 		}
+	}
+}
+
+func TestTransportAdvertise(t *testing.T) {
+	base := func() Config {
+		c := Default()
+		c.Node = Node{Name: "n1", ID: 1, DataDir: "d"}
+		c.Election.Voters = []string{"n1"}
+		c.API.Socket = "d/agent.sock"
+		return c
+	}
+	for _, good := range []string{
+		"",
+		"/ip4/203.0.113.7/tcp/7947",
+		"/ip6/2001:db8::1/tcp/7947",
+		"/dns4/agent1.example.com/tcp/17947",
+		"/dns/agent1.example.com/tcp/7947",
+	} {
+		c := base()
+		c.Transport.Advertise = good
+		if err := c.Validate(); err != nil {
+			t.Errorf("advertise %q: Validate = %v, want nil", good, err)
+		}
+	}
+	for bad, why := range map[string]string{
+		"127.0.0.1:7947":                  "not a multiaddr",
+		"/ip4/127.0.0.1":                  "no TCP port",
+		"/ip4/127.0.0.1/udp/7947/quic-v1": "not TCP",
+		"/ip4/127.0.0.1/tcp/70000":        "port out of range",
+		"/ip4/127.0.0.1/tcp/0":            "port 0",
+		"/ip4/0.0.0.0/tcp/7947":           "unspecified IP",
+		"/ip6/::/tcp/7947":                "unspecified IP",
+		"/ip4/127.0.0.1/tcp/7947/p2p/12D3KooWD3eckifWpRn9wQpMG9R9hX3sD158z7EqHWmweQAJU5SA": "peer id",
+		"/ip4/127.0.0.1/tcp/7947/ws": "another transport",
+		"/unix/tmp/agent.sock":       "not TCP",
+		"/tcp/7947":                  "no host",
+	} {
+		c := base()
+		c.Transport.Advertise = bad
+		err := c.Validate()
+		var ve *ValidationError
+		if !errors.As(err, &ve) || !slices.Equal(ve.Keys(), []string{"transport.advertise"}) {
+			t.Errorf("advertise %q (%s): Validate = %v, want exactly one problem at transport.advertise", bad, why, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), "transport.advertise") || !strings.Contains(err.Error(), bad) {
+			t.Errorf("advertise %q (%s): error %q does not name the key and the value", bad, why, err)
+		}
+	}
+
+	// From the file, overridden by the flag.
+	p := writeFile(t, minimal+"[transport]\nadvertise = \"/ip4/198.51.100.1/tcp/9000\"\n")
+	c, err := Load(p)
+	if err != nil || c.Transport.Advertise != "/ip4/198.51.100.1/tcp/9000" {
+		t.Fatalf("Load with transport.advertise: %q, %v", c.Transport.Advertise, err)
+	}
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	fl := RegisterFlags(fs)
+	if err := fs.Parse([]string{"-transport.advertise=/ip4/198.51.100.2/tcp/9001"}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = Load(p, fl.Apply); err != nil || c.Transport.Advertise != "/ip4/198.51.100.2/tcp/9001" {
+		t.Errorf("flag -transport.advertise: %q, %v", c.Transport.Advertise, err)
+	}
+	p = writeFile(t, minimal+"[transport]\nadvertise = \"198.51.100.3:7947\"\n")
+	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "transport.advertise") || !strings.Contains(err.Error(), p) {
+		t.Errorf("bad advertise in a file: %v, want an error naming the file and the key", err)
 	}
 }
 

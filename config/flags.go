@@ -59,6 +59,7 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	str("gossip.profile", "memberlist preset: lan, local or wan", func(c *Config) *string { return &c.Gossip.Profile })
 
 	str("transport.listen", "libp2p listen multiaddr", func(c *Config) *string { return &c.Transport.Listen })
+	str("transport.advertise", "libp2p multiaddr other members dial, if not listen", func(c *Config) *string { return &c.Transport.Advertise })
 	integer("transport.max_message_bytes", "largest election frame accepted", func(c *Config) *int { return &c.Transport.MaxMessageBytes })
 
 	dur("detector.heartbeat_interval", "leader heartbeat interval", func(c *Config) *Duration { return &c.Detector.HeartbeatInterval })

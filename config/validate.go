@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	ma "github.com/multiformats/go-multiaddr"
+
 	"github.com/conclave-agent/conclave/phi"
 	"github.com/conclave-agent/conclave/protocols"
 )
@@ -172,9 +174,44 @@ func (c *Config) validateTransport(ch *checker) {
 	if !strings.HasPrefix(c.Transport.Listen, "/") {
 		ch.add("transport.listen", "%q is not a multiaddr such as \"/ip4/127.0.0.1/tcp/7947\"", c.Transport.Listen)
 	}
+	if c.Transport.Advertise != "" {
+		if p := advertiseProblem(c.Transport.Advertise); p != "" {
+			ch.add("transport.advertise", "%s", p)
+		}
+	}
 	if c.Transport.MaxMessageBytes < 256 || c.Transport.MaxMessageBytes > 1<<20 {
 		ch.add("transport.max_message_bytes", "%d is out of range: must be 256 … %d", c.Transport.MaxMessageBytes, 1<<20)
 	}
+}
+
+// advertiseProblem says what is wrong with a transport.advertise multiaddr,
+// or "". Other members dial it with libp2p's TCP transport, so it must be a
+// host and a TCP port and nothing else: a /p2p part would be a second,
+// possibly different, statement of the peer id the agent publishes itself,
+// and an unspecified IP or port 0 cannot be dialled. The multiaddr package
+// is not libp2p, so config may parse it fully here.
+func advertiseProblem(addr string) string {
+	const want = "a multiaddr of a host and a TCP port such as \"/ip4/203.0.113.7/tcp/7947\""
+	m, err := ma.NewMultiaddr(addr)
+	if err != nil {
+		return fmt.Sprintf("%q is not %s: %v", addr, want, err)
+	}
+	if len(m) != 2 || m[1].Code() != ma.P_TCP {
+		return fmt.Sprintf("%q is not %s", addr, want)
+	}
+	switch host := m[0]; host.Code() {
+	case ma.P_IP4, ma.P_IP6:
+		if ip := net.ParseIP(host.Value()); ip == nil || ip.IsUnspecified() {
+			return fmt.Sprintf("%q has an unspecified IP, which other members cannot dial", addr)
+		}
+	case ma.P_DNS, ma.P_DNS4, ma.P_DNS6:
+	default:
+		return fmt.Sprintf("%q is not %s", addr, want)
+	}
+	if m[1].Value() == "0" {
+		return fmt.Sprintf("%q has TCP port 0, which other members cannot dial", addr)
+	}
+	return ""
 }
 
 func positive(ch *checker, key string, d Duration) {

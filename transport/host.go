@@ -73,6 +73,20 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("transport: %w", err)
 	}
+	var advertise ma.Multiaddr
+	if cfg.Advertise != "" {
+		a, err := ma.NewMultiaddr(cfg.Advertise)
+		if err != nil {
+			return nil, fmt.Errorf("transport: advertise address %q: %w", cfg.Advertise, err)
+		}
+		if _, err := a.ValueForProtocol(ma.P_TCP); err != nil {
+			return nil, fmt.Errorf("transport: advertise address %q has no TCP port", cfg.Advertise)
+		}
+		if _, id := peer.SplitAddr(a); id != "" {
+			return nil, fmt.Errorf("transport: advertise address %q must not name a peer id (this node's own is added)", cfg.Advertise)
+		}
+		advertise = a
+	}
 	key, created, err := loadOrCreateIdentity(cfg.DataDir)
 	if err != nil {
 		return nil, err
@@ -108,6 +122,14 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		libp2p.DisableMetrics(),
 		libp2p.UserAgent("conclave"),
 	}
+	if advertise != nil {
+		// Only the advertised address: a listen address behind the NAT
+		// or the proxy would let peers bypass it, or dial a private
+		// address they cannot reach.
+		opts = append(opts, libp2p.AddrsFactory(func([]ma.Multiaddr) []ma.Multiaddr {
+			return []ma.Multiaddr{advertise}
+		}))
+	}
 	if len(cfg.ClusterKey) > 0 {
 		opts = append(opts, libp2p.PrivateNetwork(DerivePSK(cfg.ClusterKey)))
 	} else {
@@ -121,6 +143,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	t.h = h
 	h.SetStreamHandler(protocol.ID(ProtocolID), t.handleStream)
 	t.log.Info("transport started", zap.String("peer_id", h.ID().String()),
+		zap.Stringers("listen", h.Network().ListenAddresses()),
 		zap.Strings("addrs", t.Addrs()), zap.Bool("new_identity", created),
 		zap.Bool("private_network", len(cfg.ClusterKey) > 0))
 	return t, nil
@@ -129,7 +152,8 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 // PeerID returns this node's libp2p peer id, stable across restarts.
 func (t *Host) PeerID() string { return t.h.ID().String() }
 
-// Addrs returns the full multiaddrs (with /p2p/<peer id>) to advertise.
+// Addrs returns the full multiaddrs (with /p2p/<peer id>) to advertise:
+// Config.Advertise when set, else the addresses listened on.
 func (t *Host) Addrs() []string {
 	full, err := peer.AddrInfoToP2pAddrs(&peer.AddrInfo{ID: t.h.ID(), Addrs: t.h.Addrs()})
 	if err != nil {

@@ -19,9 +19,11 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	ma "github.com/multiformats/go-multiaddr"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/conclave-agent/conclave/internal/tcpfwd"
 	"github.com/conclave-agent/conclave/protocols"
 )
 
@@ -586,4 +588,70 @@ func TestStreamCheckDoesNotTrustTheConnection(t *testing.T) {
 	expectNothing(t, b)
 	s.Close()
 	s2.Close()
+}
+
+// TestAdvertisedAddressThroughForwarder: a host that advertises a forwarder
+// in front of its listen port publishes only that address, and a member
+// that dials what was published reaches it through the forwarder.
+func TestAdvertisedAddressThroughForwarder(t *testing.T) {
+	fwd, err := tcpfwd.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fwd.Close() }) // after the hosts: cleanups run last-in first-out
+	advertise := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", fwd.Port())
+	a := newTestHost(t, 1, testKey, func(c *Config) { c.Advertise = advertise })
+	listen := a.h.Network().ListenAddresses()
+	if len(listen) != 1 {
+		t.Fatalf("listen addresses %v, want one", listen)
+	}
+	port, err := listen[0].ValueForProtocol(ma.P_TCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwd.Start("127.0.0.1:" + port)
+
+	want := advertise + "/p2p/" + a.PeerID()
+	if got := a.Addrs(); len(got) != 1 || got[0] != want {
+		t.Fatalf("Addrs() = %q, want only the advertised %q", got, want)
+	}
+	b := newTestHost(t, 2, testKey)
+	admit(t, b, a) // b dials what a publishes
+	admit(t, a, b)
+
+	const n = 20
+	for i := range n {
+		b.Send(1, msg(protocols.MsgHeartbeat, 2, 1, uint64(i)))
+	}
+	for i := range n {
+		if m := recv(t, a); m.From != 2 || m.Context != uint64(i) {
+			t.Fatalf("a got %v, want heartbeat %d from 2", m, i)
+		}
+	}
+	if fwd.Conns.Load() == 0 || fwd.Inbound.Load() == 0 {
+		t.Fatalf("forwarder saw %d connections, %d bytes: the messages bypassed the advertised address", fwd.Conns.Load(), fwd.Inbound.Load())
+	}
+	pidA, _ := peer.Decode(a.PeerID())
+	for _, c := range b.h.Network().ConnsToPeer(pidA) {
+		if got := c.RemoteMultiaddr().String(); got != advertise {
+			t.Errorf("b's connection to a goes to %s, want the forwarder %s", got, advertise)
+		}
+	}
+	// Replies reach b as well (over the same connection, or one a dials).
+	before := fwd.Inbound.Load() + fwd.Outbound.Load()
+	a.Send(2, msg(protocols.MsgHeartbeatResp, 1, 2, 7))
+	if m := recv(t, b); m.From != 1 || m.Kind != protocols.MsgHeartbeatResp {
+		t.Fatalf("b got %v, want a's reply", m)
+	}
+	t.Logf("forwarder: %d connections, %d bytes in, %d bytes out (%d before the reply)",
+		fwd.Conns.Load(), fwd.Inbound.Load(), fwd.Outbound.Load(), before)
+}
+
+func TestBadAdvertiseIsRefused(t *testing.T) {
+	for _, bad := range []string{"127.0.0.1:7947", "/ip4/127.0.0.1/udp/7947", "/ip4/127.0.0.1/tcp/7947/p2p/12D3KooWD3eckifWpRn9wQpMG9R9hX3sD158z7EqHWmweQAJU5SA"} {
+		_, err := New(context.Background(), Config{DataDir: t.TempDir(), Listen: "/ip4/127.0.0.1/tcp/0", Self: 1, Advertise: bad})
+		if err == nil || !strings.Contains(err.Error(), "advertise") {
+			t.Errorf("New with advertise %q: %v, want an error naming the advertise address", bad, err)
+		}
+	}
 }

@@ -69,6 +69,12 @@ type Config struct {
 	// Listen is the multiaddr to listen on, e.g. /ip4/127.0.0.1/tcp/7947
 	// ([transport] listen).
 	Listen string
+	// Advertise, when set, is the multiaddr other members should dial
+	// instead of the listen addresses ([transport] advertise): the public
+	// side of a NAT port forward, or a proxy in front of Listen. It
+	// replaces what Addrs returns and what identify tells peers. A host
+	// and a TCP port, without /p2p.
+	Advertise string
 	// ClusterKey, when set, makes libp2p a private network whose
 	// pre-shared key is derived from it ([gossip] key), so only nodes that
 	// may gossip may open election streams.
