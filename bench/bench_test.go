@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	agentOnce sync.Once
+	agentPath string
+	agentErr  error
+)
+
+// testOptions builds the agent once per test binary and returns options
+// whose scratch folder is the test's.
+func testOptions(t *testing.T) *options {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts real agent processes")
+	}
+	repo, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "cvbt")
+		if err != nil {
+			agentErr = err
+			return
+		}
+		agentPath = filepath.Join(dir, "agent")
+		cmd := exec.Command("go", "build", "-o", agentPath, "./cmd/agent")
+		cmd.Dir = repo
+		if out, err := cmd.CombinedOutput(); err != nil {
+			agentErr = err
+			t.Logf("%s", out)
+		}
+	})
+	if agentErr != nil {
+		t.Fatalf("build agent: %v", agentErr)
+	}
+	// Sockets live under the scratch folder: keep its path short.
+	work, err := os.MkdirTemp("", "cvbt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(work) })
+	return &options{repo: repo, work: work, agentBin: agentPath, out: filepath.Join(work, "out")}
+}
+
+// TestFailoverAndHandoverOnRealAgents runs one SIGKILL failover and one
+// handover on three real agents and checks what the report will say.
+func TestFailoverAndHandoverOnRealAgents(t *testing.T) {
+	o := testOptions(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	f, err := measureFailover(ctx, o, "majority", fastProfile, 3, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Samples) != 2 || f.Failed != 0 {
+		t.Fatalf("failover: %d samples, %d failed; want 2, 0", len(f.Samples), f.Failed)
+	}
+	for i, d := range f.Samples {
+		if d <= 0 || d > electWait {
+			t.Errorf("failover trial %d took %v", i, d)
+		}
+		// A majority election needs at least a vote request and a reply
+		// (PreVote doubles it).
+		if f.ElectionMsgs[i] < 2 {
+			t.Errorf("failover trial %d counted %v election messages, want at least 2", i, f.ElectionMsgs[i])
+		}
+	}
+	h, err := measureHandover(ctx, o, "majority", fastProfile, 3, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Samples) != 2 || len(h.WatchLatency) != 2 {
+		t.Fatalf("handover: %d samples, %d watch latencies; want 2 each", len(h.Samples), len(h.WatchLatency))
+	}
+	for i := range h.Samples {
+		// The resigning agent stops leading before anyone else can lead.
+		if h.WatchLatency[i] > h.Samples[i] {
+			t.Errorf("handover trial %d: watch latency %v exceeds the handover %v", i, h.WatchLatency[i], h.Samples[i])
+		}
+	}
+}
+
+// TestSteadyUnderJitterAndStatusLoad watches a small jittered cluster and
+// sends status requests, checking the counts the report relies on.
+func TestSteadyUnderJitterAndStatusLoad(t *testing.T) {
+	o := testOptions(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	jit := jitterOptions{Max: 5 * time.Millisecond}
+	s, err := measureSteady(ctx, o, "majority", defaultProfile, 3, &jit, 3*time.Second, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Error != "" {
+		t.Fatalf("cluster did not form: %s", s.Error)
+	}
+	if s.Bytes == 0 {
+		t.Error("no election traffic crossed the jitter proxies: transport.advertise is not in effect")
+	}
+	if len(s.CPU) != 3 || len(s.RSSMB) != 3 || s.Roles[0] != "leader" {
+		t.Fatalf("cost samples: cpu %v rss %v roles %v", s.CPU, s.RSSMB, s.Roles)
+	}
+	for i := range s.CPU {
+		if !(s.CPU[i] > 0) || !(s.RSSMB[i] > 1) {
+			t.Errorf("agent %d: cpu %v rss %v MB: a live agent uses some", i, s.CPU[i], s.RSSMB[i])
+		}
+	}
+	lat, err := measureStatusLatency(ctx, o, []int{200}, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lat) != 2 {
+		t.Fatalf("latency: %d results, want leader and follower", len(lat))
+	}
+	for _, l := range lat {
+		if l.Sent != 200 || l.Errors != 0 || l.P50 <= 0 || l.P50 > l.P99 || l.P99 > l.Max {
+			t.Errorf("latency %s: %+v", l.Target, l)
+		}
+	}
+}
+
+// TestReportRendersEveryPart renders a report from synthetic results and
+// checks that targets are judged from them.
+func TestReportRendersEveryPart(t *testing.T) {
+	dir := t.TempDir()
+	msd := func(xs ...int) []time.Duration {
+		var out []time.Duration
+		for _, x := range xs {
+			out = append(out, time.Duration(x)*time.Millisecond)
+		}
+		return out
+	}
+	res := &results{
+		Runs:     map[string]runInfo{"failover": {At: time.Now(), Command: "bash scripts/bench"}},
+		Failover: []failoverResult{{Protocol: "majority", Profile: "default", N: 5, Samples: msd(200, 250, 700), ElectionMsgs: []float64{16, 16, 20}}},
+		Handover: []handoverResult{{Protocol: "majority", Profile: "default", N: 5, Samples: msd(5, 6, 7)}},
+		Etcd:     []etcdResult{{Label: "etcd election, session TTL 2 s", TTL: 2 * time.Second, Samples: msd(1800, 1900)}},
+		Latency:  []latencyResult{{Rate: 5000, Target: "leader", P99: 2 * time.Millisecond}},
+	}
+	if err := writeReport(dir, res); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(b)
+	for _, want := range []string{
+		"| majority failover median | ≤ 300 ms | 250 ms | yes |",
+		"| majority failover worst | ≤ 600 ms | 700 ms | no |",
+		"| majority handover (`agent resign`) median | ≤ 20 ms | 6.00 ms | yes |",
+		"| 7.2× |", // etcd median 1800 (nearest rank) ÷ 250
+		"failover.svg",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	svg, err := os.ReadFile(filepath.Join(dir, "failover.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(string(svg), "<circle"); got != 5 {
+		t.Errorf("plot has %d dots, want one per sample (5)", got)
+	}
+}
