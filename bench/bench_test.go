@@ -147,7 +147,7 @@ func TestReportRendersEveryPart(t *testing.T) {
 		Failover: []failoverResult{{Protocol: "majority", Profile: "default", N: 5, Samples: msd(200, 250, 700), ElectionMsgs: []float64{16, 16, 20}}},
 		Handover: []handoverResult{{Protocol: "majority", Profile: "default", N: 5, Samples: msd(5, 6, 7)}},
 		Etcd:     []etcdResult{{Label: "etcd election, session TTL 2 s", TTL: 2 * time.Second, Samples: msd(1800, 1900)}},
-		Latency:  []latencyResult{{Rate: 5000, Target: "leader", P99: 2 * time.Millisecond}},
+		Latency:  []latencyResult{{Rate: 5000, Target: "leader", P99: 2 * time.Millisecond, ServiceP99: 800 * time.Microsecond}},
 	}
 	if err := writeReport(dir, res); err != nil {
 		t.Fatal(err)
@@ -163,6 +163,7 @@ func TestReportRendersEveryPart(t *testing.T) {
 		"| majority handover (`agent resign`) median | ≤ 20 ms | 6.00 ms | yes |",
 		"| 7.2× |", // etcd median 1800 (nearest rank) ÷ 250
 		"failover.svg",
+		"| `/v1/status` p99 at 5,000/s (leader) | ≤ 1 ms | 0.80 ms service, 0 starved (2.00 ms from schedule) | yes |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q", want)

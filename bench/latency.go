@@ -29,6 +29,9 @@ type latencyResult struct {
 	// Late is how many requests left more than 1 ms after their scheduled
 	// time (the load generator or the machine fell behind).
 	Late int `json:"late"`
+	// Starved is how many requests found every worker busy waiting for
+	// the agent: then even the service figures hide a queue.
+	Starved int `json:"starved"`
 }
 
 // measureStatusLatency starts a 5-agent cluster at default settings and
@@ -57,8 +60,8 @@ func measureStatusLatency(ctx context.Context, o *options, rates []int, d time.D
 		}{{"leader", leader}, {"follower", follower}} {
 			r := openLoop(ctx, c.agents[target.i].http, rate, d)
 			r.Target = target.name
-			o.logf("status latency %s at %d/s: p50 %s p99 %s p99.9 %s max %s (%d sent, %d errors)",
-				target.name, rate, ms(r.P50), ms(r.P99), ms(r.P999), ms(r.Max), r.Sent, r.Errors)
+			o.logf("status latency %s at %d/s: p50 %s p99 %s p99.9 %s max %s; service p50 %s p99 %s; %d late, %d starved (%d sent, %d errors)",
+				target.name, rate, ms(r.P50), ms(r.P99), ms(r.P999), ms(r.Max), ms(r.ServiceP50), ms(r.ServiceP99), r.Late, r.Starved, r.Sent, r.Errors)
 			out = append(out, r)
 		}
 	}
@@ -71,7 +74,10 @@ func openLoop(ctx context.Context, hc *http.Client, rate int, d time.Duration) l
 	res := latencyResult{Rate: rate, Duration: d}
 	interval := time.Second / time.Duration(rate)
 	total := int(d / interval)
-	jobs := make(chan time.Time, total)
+	// Unbuffered: a send succeeds at once only when a worker is idle, so
+	// the dispatcher can tell when the agent's slowness (all workers busy)
+	// delays a request.
+	jobs := make(chan time.Time)
 	lat := make([]time.Duration, 0, total)
 	svc := make([]time.Duration, 0, total)
 	var mu sync.Mutex
@@ -120,7 +126,12 @@ func openLoop(ctx context.Context, hc *http.Client, rate int, d time.Duration) l
 		if w := time.Until(due); w > 0 {
 			time.Sleep(w)
 		}
-		jobs <- due
+		select {
+		case jobs <- due:
+		default:
+			res.Starved++
+			jobs <- due
+		}
 		res.Sent++
 	}
 	close(jobs)

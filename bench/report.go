@@ -137,10 +137,12 @@ func writeReport(dir string, res *results) error {
 
 	if len(res.Latency) > 0 {
 		w("## `GET /v1/status` latency\n\n")
-		w("Open loop against one agent of a 5-agent cluster at default settings: requests are scheduled at a fixed rate over keep-alive connections on the Unix socket, and latency counts from the scheduled time, so a stall is charged to every request it delays. *Service* latency counts from when a worker actually sent the request (the load generator shares the 2 cores with the five agents). *Late* requests left more than 1 ms after their scheduled time.\n\n")
-		w("| rate | agent | requests | errors | p50 | p90 | p99 | p99.9 | max | service p50 / p99 | late |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+		w("Open loop against one agent of a 5-agent cluster at default settings, over 64 keep-alive connections on the Unix socket. A dispatcher schedules requests at a fixed rate and hands each to an idle worker. ")
+		w("*Service* latency is from the worker sending the request to the end of the answer: the agent's latency. *From schedule* counts from the request's scheduled time instead, so it adds the load generator's own lateness: Go's timers wake about a millisecond late when the process is otherwise idle, and the generator shares the 2 cores with the five agents. ")
+		w("*Late*: requests sent more than 1 ms after their scheduled time. *Starved*: requests that found all 64 workers busy waiting on the agent, the case where even the service figure would hide a queue; with none, the service figures are free of coordinated omission.\n\n")
+		w("| rate | agent | requests | errors | service p50 | service p99 | from schedule p50 / p99 / p99.9 / max | late | starved |\n|---|---|---|---|---|---|---|---|---|\n")
 		for _, l := range res.Latency {
-			w("| %d/s | %s | %d | %d | %s | %s | %s | %s | %s | %s / %s | %d |\n", l.Rate, l.Target, l.Sent, l.Errors, ms(l.P50), ms(l.P90), ms(l.P99), ms(l.P999), ms(l.Max), ms(l.ServiceP50), ms(l.ServiceP99), l.Late)
+			w("| %d/s | %s | %d | %d | %s | %s | %s / %s / %s / %s | %d | %d |\n", l.Rate, l.Target, l.Sent, l.Errors, ms(l.ServiceP50), ms(l.ServiceP99), ms(l.P50), ms(l.P99), ms(l.P999), ms(l.Max), l.Late, l.Starved)
 		}
 		w("\n")
 	}
@@ -216,7 +218,8 @@ func evaluateTargets(res *results) []target {
 	for _, l := range res.Latency {
 		if l.Rate == 5000 {
 			ts = append(ts, target{What: fmt.Sprintf("`/v1/status` p99 at 5,000/s (%s)", l.Target), Goal: "≤ 1 ms",
-				Measured: fmt.Sprintf("%s (service %s)", ms(l.P99), ms(l.ServiceP99)), Met: l.P99 <= time.Millisecond && l.Errors == 0, Known: true})
+				Measured: fmt.Sprintf("%s service, %d starved (%s from schedule)", ms(l.ServiceP99), l.Starved, ms(l.P99)),
+				Met: l.ServiceP99 <= time.Millisecond && l.Errors == 0 && l.Starved == 0, Known: true})
 		}
 	}
 	for _, c := range res.Cost {
