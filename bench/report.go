@@ -219,7 +219,7 @@ func evaluateTargets(res *results) []target {
 		if l.Rate == 5000 {
 			ts = append(ts, target{What: fmt.Sprintf("`/v1/status` p99 at 5,000/s (%s)", l.Target), Goal: "≤ 1 ms",
 				Measured: fmt.Sprintf("%s service, %d starved (%s from schedule)", ms(l.ServiceP99), l.Starved, ms(l.P99)),
-				Met: l.ServiceP99 <= time.Millisecond && l.Errors == 0 && l.Starved == 0, Known: true})
+				Met:      l.ServiceP99 <= time.Millisecond && l.Errors == 0 && l.Starved == 0, Known: true})
 		}
 	}
 	for _, c := range res.Cost {
