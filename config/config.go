@@ -184,7 +184,7 @@ func Default() Config {
 		},
 		Election: Election{
 			Protocol:        ProtocolMajority,
-			ElectionTimeout: Duration(time.Second),
+			ElectionTimeout: Duration(200 * time.Millisecond),
 			PreVote:         true,
 			CheckQuorum:     true,
 			Preempt:         true,

@@ -50,13 +50,13 @@ func TestDefaults(t *testing.T) {
 		name      string
 		got, want any
 	}{
-		{"heartbeat_interval", c.Detector.HeartbeatInterval.Std(), 100 * time.Millisecond},
+		{"heartbeat_interval", c.Detector.HeartbeatInterval.Std(), 50 * time.Millisecond},
 		{"threshold", c.Detector.Threshold, phi.DefaultConfig().Threshold},
 		{"max_samples", c.Detector.MaxSamples, phi.DefaultConfig().MaxSamples},
 		{"min_std_dev", c.Detector.MinStdDev.Std(), phi.DefaultConfig().MinStdDev},
 		{"acceptable_pause", c.Detector.AcceptablePause.Std(), phi.DefaultConfig().AcceptablePause},
 		{"protocol", c.Election.Protocol, "majority"},
-		{"election_timeout", c.Election.ElectionTimeout.Std(), time.Second},
+		{"election_timeout", c.Election.ElectionTimeout.Std(), 200 * time.Millisecond},
 		{"prevote", c.Election.PreVote, true},
 		{"check_quorum", c.Election.CheckQuorum, true},
 		{"preempt", c.Election.Preempt, true},
@@ -184,7 +184,7 @@ func TestValidateRules(t *testing.T) {
 		{"detector.acceptable_pause", func(c *Config) { c.Detector.AcceptablePause = -1 }},
 		{"election.protocol", func(c *Config) { c.Election.Protocol = "raft" }},
 		{"election.voters", func(c *Config) { c.Election.Voters = nil }},
-		{"election.election_timeout", func(c *Config) { c.Election.ElectionTimeout = Duration(299 * time.Millisecond) }},
+		{"election.election_timeout", func(c *Config) { c.Election.ElectionTimeout = Duration(149 * time.Millisecond) }},
 		{"api.socket", func(c *Config) { c.API.Socket = "" }},
 		{"api.socket", func(c *Config) { c.API.Socket = strings.Repeat("s", 104) }},
 		{"api.socket_mode", func(c *Config) { c.API.SocketMode = 0o200 }},
