@@ -482,26 +482,6 @@ func unixHTTPClient(socket string) *http.Client {
 	}}
 }
 
-// getJSON GETs path from agent a and decodes the answer into v.
-func (a *agentProc) getJSON(ctx context.Context, path string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent"+path, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := a.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", a.name, path, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s %s: %s", a.name, path, resp.Status)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		return fmt.Errorf("%s %s: %w", a.name, path, err)
-	}
-	return nil
-}
-
 // resign asks agent a to hand leadership over.
 func (a *agentProc) resign(ctx context.Context) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://agent/v1/resign", nil)

@@ -31,5 +31,16 @@ func runEtcd(ctx context.Context, o *options) ([]etcdResult, error) {
 		o.logf("%s: median %s p90 %s worst %s", series.label, ms(s.Median), ms(s.P90), ms(s.Max))
 		out = append(out, etcdResult{Label: series.label, TTL: series.ttl, Samples: ds})
 	}
+	// etcd's own leader failover, for scale: the recipe above cannot be
+	// faster than the session TTL, whatever raft does.
+	if o.etcdTrials > 0 {
+		ds, err := measureEtcdRaftFailover(ctx, etcdOptions{WorkDir: filepath.Join(o.work, "etcd"), Trials: o.etcdTrials, Log: o.logf})
+		if err != nil {
+			return out, err
+		}
+		s := summarize(ds)
+		o.logf("etcd raft leader failover: median %s p90 %s worst %s", ms(s.Median), ms(s.P90), ms(s.Max))
+		out = append(out, etcdResult{Label: "etcd raft leader (SIGKILL of the leading member)", Samples: ds, Raft: true})
+	}
 	return out, nil
 }

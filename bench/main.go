@@ -16,7 +16,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"sort"
 )
 
 // subcommands are the internal roles the bench binary plays when it starts
@@ -38,14 +37,4 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
-}
-
-// subcommandNames lists the internal subcommands, for usage text.
-func subcommandNames() []string {
-	var names []string
-	for n := range subcommands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
 }

@@ -508,6 +508,8 @@ type etcdResult struct {
 	Label   string          `json:"label"`
 	TTL     time.Duration   `json:"ttl_ns"`
 	Samples []time.Duration `json:"samples_ns"`
+	// Raft marks etcd's own leader failover (not the election recipe).
+	Raft bool `json:"raft,omitempty"`
 }
 
 // loadResults reads earlier results, or starts empty.
