@@ -480,7 +480,11 @@ type simRow struct {
 	Protocol        string  `json:"protocol"`
 	N               int     `json:"n"`
 	Trials          int     `json:"trials"`
+	Elected         int     `json:"elected"`
 	MsgsPerElection float64 `json:"msgs_per_election"`
+	MsgsMin         float64 `json:"msgs_min"`
+	MsgsMax         float64 `json:"msgs_max"`
+	Theory          string  `json:"theory"`
 	VirtualMedianMS float64 `json:"virtual_ms_median"`
 	VirtualMaxMS    float64 `json:"virtual_ms_max"`
 	WallMS          float64 `json:"wall_ms_per_election"`
