@@ -32,14 +32,7 @@ func (a *Agent) status(now protocols.Time) api.Status {
 		Epoch:    st.Epoch,
 		Members:  1,
 	}
-	if st.Leader == a.self.ID {
-		out.Leader = a.self.Name
-	} else if st.Leader != protocols.None {
-		out.Leader = a.byID[st.Leader]
-		if out.Leader == "" {
-			out.Leader = st.LeaderName
-		}
-	}
+	out.Leader = a.leaderName(st)
 	if st.Role == protocols.Leader && st.LeaseUntil > now {
 		out.LeaseMS = st.LeaseUntil.Sub(now).Milliseconds()
 	}
@@ -66,6 +59,20 @@ func (a *Agent) status(now protocols.Time) api.Status {
 		out.Quorum.Healthy = out.Leader != ""
 	}
 	return out
+}
+
+// leaderName is the name of the leader st names, or "".
+func (a *Agent) leaderName(st protocols.Status) string {
+	switch {
+	case st.Leader == a.self.ID:
+		return a.self.Name
+	case st.Leader == protocols.None:
+		return ""
+	case a.byID[st.Leader] != "":
+		return a.byID[st.Leader]
+	default:
+		return st.LeaderName
+	}
 }
 
 // members lists every member this agent knows, itself first, with phi.
@@ -99,14 +106,18 @@ func (a *Agent) selfAddr() string {
 // publish announces a change of role, leader or epoch to watchers and
 // counts it. It runs after every input, so a lease that runs out is pushed
 // within one tick.
+//
+// It runs about a hundred times a second even when nothing happens, so the
+// unchanged case reads only the protocol's Status: the full api.Status
+// (member counts, quorum) is built only for a change that is published.
 func (a *Agent) publish() {
 	now := a.now()
-	st := a.status(now)
 	ps := a.proto.Status(now)
-	v := view{role: ps.Role, leader: st.Leader, epoch: st.Epoch}
+	v := view{role: ps.Role, leader: a.leaderName(ps), epoch: ps.Epoch}
 	if v == a.lastView {
 		return
 	}
+	st := a.status(now)
 	prev := a.lastView
 	a.lastView = v
 	if v.leader != prev.leader || v.epoch != prev.epoch {

@@ -98,6 +98,13 @@ func (c *Config) memberlistConfig() (*memberlist.Config, error) {
 		return nil, fmt.Errorf("membership: unknown gossip profile %q (want %q, %q or %q)", c.Profile, ProfileLAN, ProfileLocal, ProfileWAN)
 	}
 	mc.Name = c.Name
+	// Our gossip messages are a few hundred bytes of node metadata and
+	// member states: LZW saves next to nothing on them, yet each
+	// compressed message allocates a fresh LZW table (64 KiB), which
+	// was the largest allocation of an idle agent. Receivers decode
+	// compressed and plain messages alike, so agents with and without this
+	// still talk to each other.
+	mc.EnableCompression = false
 	if c.Bind == "" {
 		return nil, fmt.Errorf("membership: bind address is empty")
 	}

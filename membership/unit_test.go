@@ -239,3 +239,17 @@ func TestMemNetwork(t *testing.T) {
 	c2.Shutdown()
 	a.Shutdown()
 }
+
+// Gossip is sent uncompressed in every profile (see memberlistConfig).
+func TestGossipUncompressed(t *testing.T) {
+	for _, profile := range []string{ProfileLAN, ProfileLocal, ProfileWAN} {
+		c := Config{Name: "n1", ID: 1, Bind: "127.0.0.1:7946", Profile: profile}
+		mc, err := c.memberlistConfig()
+		if err != nil {
+			t.Fatalf("%s: %v", profile, err)
+		}
+		if mc.EnableCompression {
+			t.Errorf("%s: memberlist compression is on", profile)
+		}
+	}
+}
