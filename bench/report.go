@@ -29,17 +29,17 @@ func writeReport(dir string, res *results) error {
 	w("Real `agent` processes on loopback, built without the race detector, driven through their flags, Unix sockets and signals as an operator would. ")
 	w("Numbers are from one machine and are measurements, not guarantees: no test asserts them.\n\n")
 	m := res.Machine
-	w("Machine: %s, %d CPUs, Linux %s, %s, %s; conclave commit %s.\n\n", m.CPU, m.CPUs, m.Kernel, m.OS, m.GoVersion, m.Commit)
+	w("Machine: %s, %d CPUs, Linux %s, %s, %s.\n\n", m.CPU, m.CPUs, m.Kernel, m.OS, m.GoVersion)
 	w("Regenerate everything (about an hour) with `bash scripts/bench`, or one part with `bash scripts/bench -parts failover` (parts: %s); the other parts keep their figures. `bash scripts/bench -quick` is the smoke run CI does.\n\n", strings.Join(allParts, ", "))
 	if len(res.Runs) > 0 {
-		w("| part | measured at (UTC) | command |\n|---|---|---|\n")
+		w("| part | measured at (UTC) | commit | command |\n|---|---|---|---|\n")
 		for _, p := range allParts {
 			if r, ok := res.Runs[p]; ok {
 				q := ""
 				if r.Quick {
 					q = " (quick smoke run: not representative)"
 				}
-				w("| %s | %s | `%s`%s |\n", p, r.At.Format("2006-01-02 15:04"), strings.TrimSpace(r.Command), q)
+				w("| %s | %s | %s | `%s`%s |\n", p, r.At.Format("2006-01-02 15:04"), r.Commit, strings.TrimSpace(r.Command), q)
 			}
 		}
 		w("\n")
@@ -255,7 +255,11 @@ func ratio(ref, d time.Duration) string {
 	if ref <= 0 || d <= 0 {
 		return "—"
 	}
-	return fmt.Sprintf("%.1f×", float64(ref)/float64(d))
+	r := float64(ref) / float64(d)
+	if r < 0.1 {
+		return fmt.Sprintf("%.3f×", r)
+	}
+	return fmt.Sprintf("%.1f×", r)
 }
 
 func medianFloat(xs []float64) string {

@@ -155,7 +155,7 @@ func runBench(args []string) error {
 // each so that an interrupted run keeps what it measured.
 func runParts(ctx context.Context, o *options, res *results) error {
 	save := func(part string) error {
-		res.Runs[part] = runInfo{At: time.Now().UTC().Truncate(time.Second), Command: o.cmdline, Quick: o.quick}
+		res.Runs[part] = runInfo{At: time.Now().UTC().Truncate(time.Second), Command: o.cmdline, Quick: o.quick, Commit: res.Machine.Commit}
 		return res.save(filepath.Join(o.out, "results.json"))
 	}
 	if o.parts["failover"] {
@@ -439,6 +439,10 @@ func machineInfo(repo string) machine {
 	}
 	if b, err := exec.Command("git", "-C", repo, "rev-parse", "--short", "HEAD").Output(); err == nil {
 		m.Commit = strings.TrimSpace(string(b))
+		// Uncommitted changes to the agent make the commit a lie.
+		if st, err := exec.Command("git", "-C", repo, "status", "--porcelain", "--", ".", ":!docs/benchmarks", ":!bench").Output(); err == nil && len(st) > 0 {
+			m.Commit += "+uncommitted"
+		}
 	}
 	return m
 }
@@ -458,6 +462,7 @@ type runInfo struct {
 	At      time.Time `json:"at"`
 	Command string    `json:"command"`
 	Quick   bool      `json:"quick,omitempty"`
+	Commit  string    `json:"commit"`
 }
 
 // results is everything the report shows; parts not run this time keep
