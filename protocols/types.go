@@ -177,6 +177,19 @@ type Protocol interface {
 	Advance(rd Ready)
 }
 
+// Deadliner is implemented by protocols that can say when their next timer
+// is due, so the driver can sleep until then instead of ticking at a fixed
+// rate: an idle agent then wakes for messages and due timers only, not a
+// hundred times a second.
+type Deadliner interface {
+	// NextDeadline returns the earliest local time after now at which Tick
+	// may act or Status(t) may differ from Status(now) (a lease running
+	// out); a timer already due gives now. ok is false when no timer is
+	// armed. It holds until the next input (Step, Tick, MemberUp,
+	// MemberDown, Suspect, Resign, ConfirmLeadership).
+	NextDeadline(now Time) (t Time, ok bool)
+}
+
 // Confirmer is implemented by protocols that can prove leadership with a
 // fresh quorum round (majority), for callers that need more than the lease
 // (Consul's consistent mode). The agent starts a round with

@@ -376,6 +376,43 @@ func (n *Node) Tick(now protocols.Time) {
 	}
 }
 
+// NextDeadline implements protocols.Deadliner; it mirrors Tick and the
+// lease test in Status, so both must change together.
+func (n *Node) NextDeadline(now protocols.Time) (protocols.Time, bool) {
+	var next protocols.Time
+	ok := false
+	arm := func(t protocols.Time) {
+		if !ok || t < next {
+			next, ok = t, true
+		}
+	}
+	switch n.state {
+	case stateLeader:
+		if n.transferTo != protocols.None {
+			arm(n.transferUntil)
+		}
+		if n.cfg.CheckQuorum {
+			arm(n.checkQuorumDue)
+		}
+		arm(n.heartbeatDue)
+		// Status stops naming us leader when the lease runs out: the
+		// driver must wake then to tell its watchers.
+		if n.leaseUntil > now {
+			arm(n.leaseUntil)
+		}
+	default:
+		if n.isVoter {
+			arm(max(n.electionDeadline, n.voteBlockUntil))
+		}
+	}
+	if ok && next < now {
+		next = now
+	}
+	return next, ok
+}
+
+var _ protocols.Deadliner = (*Node)(nil)
+
 // quorumActive reports whether a quorum of voters was heard within the last
 // election timeout.
 func (n *Node) quorumActive(now protocols.Time) bool {

@@ -26,6 +26,9 @@ type testNet struct {
 	events   []string
 	traceMsg bool
 	seed     uint64
+	// lazy ticks a node only when its NextDeadline is due, as the agent
+	// does; otherwise every node ticks every testTick.
+	lazy bool
 }
 
 const testTick = 10 * time.Millisecond
@@ -136,6 +139,22 @@ func (tn *testNet) run(d time.Duration) {
 	for tn.now < end {
 		tn.now = tn.now.Add(testTick)
 		for _, id := range tn.ids() {
+			if tn.lazy {
+				n := tn.nodes[id]
+				d, ok := n.NextDeadline(tn.now)
+				if !ok || d > tn.now {
+					// Sleeping until d is only right if nobody asking
+					// before d would hear another answer (a lease ending).
+					until := tn.now.Add(time.Hour)
+					if ok {
+						until = d - 1
+					}
+					if a, b := n.Status(tn.now), n.Status(until); a != b {
+						panic(fmt.Sprintf("n%d: status changes from %+v to %+v before its deadline", id, a, b))
+					}
+					continue
+				}
+			}
 			tn.nodes[id].Tick(tn.now)
 			tn.drain(id)
 		}

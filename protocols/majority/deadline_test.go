@@ -1,0 +1,114 @@
+package majority
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/conclave-agent/conclave/protocols"
+)
+
+// TestNextDeadlineSkipsOnlyIdleTicks runs the same randomised fault
+// schedule twice: once ticking every node every testTick, once ticking a
+// node only when its NextDeadline is due (how the agent sleeps). Every
+// message, role change and lease must match: a tick the deadline let us
+// skip must have been one that would have done nothing.
+func TestNextDeadlineSkipsOnlyIdleTicks(t *testing.T) {
+	for seed := uint64(1); seed <= 40; seed++ {
+		eager := deadlineScenario(seed, false)
+		lazy := deadlineScenario(seed, true)
+		if eager != lazy {
+			t.Fatalf("seed %d: ticking only at NextDeadline changed the run\n--- every tick:\n%s\n--- at deadlines:\n%s", seed, eager, lazy)
+		}
+	}
+}
+
+// deadlineScenario elects a leader in a 5-voter cluster and then applies
+// random faults: isolation, heal, crash, restart, resign, suspicion. It
+// returns the trace of every message and state change.
+func deadlineScenario(seed uint64, lazy bool) string {
+	cfg := baseConfig()
+	cfg.ElectionTimeout, cfg.HeartbeatInterval = 200*time.Millisecond, 50*time.Millisecond
+	tn := newTestNet(5, 1, seed, cfg)
+	tn.traceMsg, tn.lazy = true, lazy
+	rng := rand.New(rand.NewPCG(seed, 99))
+	tn.runUntilLeader(10 * time.Second)
+	for range 30 {
+		switch rng.IntN(7) {
+		case 0:
+			if l := tn.leader(); l != protocols.None {
+				tn.isolate(l)
+			}
+		case 1:
+			tn.heal()
+		case 2:
+			ids := tn.ids()
+			if len(ids) > 3 {
+				tn.crash(ids[rng.IntN(len(ids))])
+			}
+		case 3:
+			for _, m := range tn.members {
+				if _, up := tn.nodes[m.ID]; !up {
+					tn.start(m.ID)
+					break
+				}
+			}
+		case 4:
+			if l := tn.leader(); l != protocols.None {
+				_ = tn.nodes[l].Resign(tn.now)
+				tn.drain(l)
+			}
+		case 5:
+			if l := tn.leader(); l != protocols.None {
+				for _, id := range tn.ids() {
+					if id != l {
+						tn.nodes[id].Suspect(tn.now, l, true)
+						tn.drain(id)
+					}
+				}
+			}
+		}
+		tn.deliver()
+		tn.run(time.Duration(1+rng.IntN(60)) * testTick)
+	}
+	tn.heal()
+	tn.run(3 * time.Second)
+	return tn.takeEvents() + tn.status()
+}
+
+// TestNextDeadlineIsNeverStaleAfterTick checks that a node ticked at time
+// now re-arms into the future (or disarms), so a driver that sleeps until
+// the deadline cannot spin.
+func TestNextDeadlineIsNeverStaleAfterTick(t *testing.T) {
+	cfg := baseConfig()
+	cfg.ElectionTimeout, cfg.HeartbeatInterval = 200*time.Millisecond, 50*time.Millisecond
+	tn := newTestNet(3, 1, 7, cfg)
+	armed := 0
+	for step := 0; step < 2000; step++ {
+		switch step {
+		case 500:
+			if l := tn.leader(); l != protocols.None {
+				tn.isolate(l)
+			}
+		case 900:
+			tn.heal()
+		}
+		tn.run(testTick)
+		for _, id := range tn.ids() {
+			n := tn.nodes[id]
+			n.Tick(tn.now)
+			tn.drain(id)
+			d, ok := n.NextDeadline(tn.now)
+			if ok && d <= tn.now {
+				t.Fatalf("step %d n%d: deadline %v still due after Tick at %v", step, id, d.Sub(0), tn.now.Sub(0))
+			}
+			if ok {
+				armed++
+			}
+		}
+		tn.deliver()
+	}
+	if armed == 0 {
+		t.Fatal("no deadline was ever armed: the check checked nothing")
+	}
+}
