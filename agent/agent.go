@@ -38,9 +38,18 @@ import (
 	"github.com/conclave-agent/conclave/transport"
 )
 
-// tickInterval is how often the loop ticks the protocol and checks the
+// tickInterval is how often the loop ticks a protocol that cannot say
+// when its timers are due (not a protocols.Deadliner) and checks the
 // detectors: well below every timeout so timers fire within 1% of a second.
 const tickInterval = 10 * time.Millisecond
+
+// Bounds of the loop's sleep when the protocol is a protocols.Deadliner.
+// maxSleep is a safety net (a deadline nobody armed still fires within
+// it); minSleep keeps an overdue deadline from spinning the loop.
+const (
+	maxSleep = 250 * time.Millisecond
+	minSleep = 200 * time.Microsecond
+)
 
 // maxClockDrift is the clock-rate drift the majority lease tolerates. NTP
 // keeps real clocks within a few hundred ppm; 1% is a wide margin.
@@ -83,6 +92,8 @@ type Agent struct {
 	byID      map[protocols.ID]string
 	detectors map[protocols.ID]*phi.Detector
 	suspected map[protocols.ID]bool
+	// suspectAt caches each detector's SuspectAt until its next heartbeat.
+	suspectAt map[protocols.ID]protocols.Time
 	lastView  view
 	confirms  []*confirmWait
 	stats     loopStats
@@ -123,6 +134,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 		byID:      make(map[protocols.ID]string),
 		detectors: make(map[protocols.ID]*phi.Detector),
 		suspected: make(map[protocols.ID]bool),
+		suspectAt: make(map[protocols.ID]protocols.Time),
 		requests:  make(chan func()),
 		hub:       localapi.NewHub(watchBuffer),
 		loopDone:  make(chan struct{}),
@@ -301,12 +313,14 @@ func (a *Agent) Run(ctx context.Context) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- a.srv.Serve(a.listener) }()
 
-	ticker := time.NewTicker(tickInterval)
-	defer ticker.Stop()
-	err := a.loop(ctx, ticker.C, serveErr)
+	wake := time.NewTimer(tickInterval)
+	defer wake.Stop()
+	err := a.loop(ctx, wake, serveErr)
 	crashed := errors.Is(err, errKilled)
 	if err == nil {
+		ticker := time.NewTicker(tickInterval)
 		a.handover(ticker.C)
+		ticker.Stop()
 	}
 	close(a.loopDone)
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -343,19 +357,23 @@ func (a *Agent) Subscribe() *localapi.Subscription { return a.hub.Subscribe() }
 // SocketPath returns the path of the agent's API socket.
 func (a *Agent) SocketPath() string { return a.cfg.API.Socket }
 
-func (a *Agent) loop(ctx context.Context, tick <-chan time.Time, serveErr <-chan error) error {
+// loop is the agent's one event loop. Between inputs it sleeps on wake
+// until the next timer anything has armed (see nextWake), so an idle agent
+// wakes for heartbeats and due timers, not for a fixed-rate clock.
+func (a *Agent) loop(ctx context.Context, wake *time.Timer, serveErr <-chan error) error {
 	if err := a.handleReady(); err != nil {
 		return err
 	}
 	events := a.cluster.Events()
 	inbound := a.tr.Inbound()
 	for {
+		wake.Reset(a.nextWake(a.now()))
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-a.killed:
 			return errKilled
-		case <-tick:
+		case <-wake.C:
 			now := a.now()
 			a.proto.Tick(now)
 			a.checkDetectors(now)

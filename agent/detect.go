@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"time"
+
 	"go.uber.org/zap"
 
 	"github.com/conclave-agent/conclave/config"
@@ -35,6 +37,7 @@ func (a *Agent) heard(now protocols.Time, id protocols.ID) {
 		a.detectors[id] = d
 	}
 	d.Heartbeat(now)
+	delete(a.suspectAt, id)
 	if a.suspected[id] {
 		delete(a.suspected, id)
 		a.log.Info("member heard again", zap.String("member", a.byID[id]))
@@ -58,6 +61,7 @@ func (a *Agent) watchLeader(now protocols.Time, leader protocols.ID) {
 	}
 	d.Heartbeat(now)
 	a.detectors[leader] = d
+	delete(a.suspectAt, leader)
 }
 
 // checkDetectors raises a suspicion, once, for every member whose phi
@@ -71,6 +75,44 @@ func (a *Agent) checkDetectors(now protocols.Time) {
 		a.log.Info("member suspected", zap.String("member", a.byID[id]), zap.Float64("phi", d.Phi(now)))
 		a.proto.Suspect(now, id, true)
 	}
+}
+
+// nextWake is how long the loop may sleep before something is due: the
+// protocol's next timer, the moment a watched member's phi would cross the
+// threshold, or a consistent read's deadline. A protocol that cannot name
+// its timers is ticked every tickInterval.
+func (a *Agent) nextWake(now protocols.Time) time.Duration {
+	limit := maxSleep
+	next := now.Add(limit)
+	if dl, ok := a.proto.(protocols.Deadliner); ok {
+		if t, armed := dl.NextDeadline(now); armed && t < next {
+			next = t
+		}
+	} else {
+		next = now.Add(tickInterval)
+	}
+	for id, d := range a.detectors {
+		if a.suspected[id] {
+			continue
+		}
+		t, ok := a.suspectAt[id]
+		if !ok {
+			// Cached per heartbeat: SuspectAt costs ~64 evaluations of phi.
+			if t, ok = d.SuspectAt(); !ok {
+				continue
+			}
+			a.suspectAt[id] = t
+		}
+		if t < next {
+			next = t
+		}
+	}
+	for _, w := range a.confirms {
+		if w.deadline < next {
+			next = w.deadline
+		}
+	}
+	return max(next.Sub(now), minSleep)
 }
 
 // phiOf returns the current phi of a member, and whether it is measured.
