@@ -138,8 +138,11 @@ func TestExecStopsCommandWhenAgentDies(t *testing.T) {
 	ci := waitChild(t, dir, &stderr)
 
 	tc.stop(0, true)
+	// "command exited" is exec's own word that it reaped the command: the
+	// files alone can show up before that, and stopping exec in between
+	// makes it report the command's code instead of 0.
 	eventually(t, 10*time.Second, "the command to be stopped after the agent died", func() bool {
-		return exists(filepath.Join(dir, "term")) && groupGone(ci.pid)
+		return exists(filepath.Join(dir, "term")) && groupGone(ci.pid) && strings.Contains(stderr.String(), "command exited")
 	})
 	if want := fmt.Sprintf("leadership of epoch %d lost", ci.epoch); !strings.Contains(stderr.String(), want) {
 		t.Errorf("exec's stderr does not say %q:\n%s", want, stderr.String())
