@@ -19,6 +19,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -86,6 +87,10 @@ type Agent struct {
 	cluster membership.Cluster
 	proto   protocols.Protocol
 	self    protocols.Member
+
+	// snapshot is the loop's latest status, read by socket requests
+	// without a trip through the loop.
+	snapshot atomic.Pointer[statusSnapshot]
 
 	// Loop-owned state.
 	members   map[string]membership.Member
@@ -477,6 +482,7 @@ func (a *Agent) handleReady() error {
 	}
 	a.publish()
 	a.checkConfirms()
+	a.storeSnapshot()
 	return nil
 }
 

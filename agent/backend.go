@@ -41,9 +41,58 @@ func (b backend) Status(ctx context.Context, consistent bool) (api.Status, error
 	if consistent {
 		return b.a.consistentStatus(ctx)
 	}
+	if st, ok := b.a.loadSnapshot(); ok {
+		return st, nil
+	}
 	var st api.Status
 	err := b.a.do(ctx, func() { st = b.a.status(b.a.now()) })
 	return st, err
+}
+
+// statusSnapshot is the loop's latest answer to GET /v1/status, published
+// after every input so that the socket can answer without queueing behind
+// the loop: status is the endpoint local processes poll.
+type statusSnapshot struct {
+	st         api.Status
+	leaseUntil protocols.Time // majority's lease; 0 without one
+}
+
+// storeSnapshot publishes the current status. It runs on the loop after
+// every input, the same moments at which a request through the loop would
+// have been answered.
+func (a *Agent) storeSnapshot() {
+	now := a.now()
+	st := a.status(now)
+	snap := &statusSnapshot{st: st}
+	if st.Role == api.RoleLeader {
+		snap.leaseUntil = a.proto.Status(now).LeaseUntil
+	}
+	a.snapshot.Store(snap)
+}
+
+// loadSnapshot answers a status request from the latest snapshot, at the
+// time of the request: a leader whose lease has run out since is reported
+// as no leader at all, as the protocol itself would (DESIGN §1.4).
+func (a *Agent) loadSnapshot() (api.Status, bool) {
+	select {
+	case <-a.loopDone:
+		return api.Status{}, false // answered by errStopped
+	default:
+	}
+	snap := a.snapshot.Load()
+	if snap == nil {
+		return api.Status{}, false
+	}
+	st := snap.st
+	if snap.leaseUntil != 0 {
+		now := a.now()
+		if now >= snap.leaseUntil {
+			st.Role, st.Leader, st.LeaseMS = api.RoleFollower, "", 0
+		} else {
+			st.LeaseMS = snap.leaseUntil.Sub(now).Milliseconds()
+		}
+	}
+	return st, true
 }
 
 func (b backend) Members(ctx context.Context) ([]api.Member, error) {
