@@ -105,7 +105,7 @@ func TestLostSuccessorAloneWins(t *testing.T) {
 	}
 }
 
-// Only a message sent within one heartbeat interval before the suspicion is
+// Only a message sent within one election timeout before the suspicion is
 // re-sent: an older one most likely reached its then-live receiver, so the
 // round is left to the stalled-round timer (at least one ElectionTimeout)
 // rather than sent round again.
@@ -118,7 +118,7 @@ func TestLostSuccessorOldMessageNotResent(t *testing.T) {
 		start := nw.now
 		nw.nodes[3].Suspect(nw.now, 5, true)
 		nw.deliver()
-		nw.advance(20 * time.Millisecond)
+		nw.advance(et + 20*time.Millisecond)
 		for _, id := range []protocols.ID{4, 1, 2} {
 			nw.nodes[id].Suspect(nw.now, 5, true)
 		}
@@ -129,6 +129,29 @@ func TestLostSuccessorOldMessageNotResent(t *testing.T) {
 		nw.timeToAgree(4, 10*et)
 		if d := nw.now.Sub(start); d < et {
 			t.Fatalf("%s: agreed %v after the crash, before any round could stall", alg, d)
+		}
+	}
+}
+
+// A message sent longer than a heartbeat interval but within one election
+// timeout before the suspicion is re-sent: the agent's detector suspects a
+// member well after the node's own silent-leader timer may have started a
+// round towards it, and without the re-send failover waits for the
+// stalled-round timer.
+func TestLostSuccessorResentWithinElectionTimeout(t *testing.T) {
+	for _, alg := range algs {
+		nw := newNetwork(t, seq(5), withAlg(alg))
+		nw.advance(500 * time.Millisecond)
+		nw.crash(5, false)
+		nw.nodes[3].Suspect(nw.now, 5, true)
+		nw.deliver()
+		nw.advance(60 * time.Millisecond) // hb 10ms < 60ms < et 100ms
+		for _, id := range []protocols.ID{4, 1, 2} {
+			nw.nodes[id].Suspect(nw.now, 5, true)
+		}
+		nw.deliver()
+		if !nw.agreesOn(4) {
+			t.Fatalf("%s: no agreement on 4 right after the suspicion: the message sent 60 ms before was not re-sent", alg)
 		}
 	}
 }

@@ -194,8 +194,12 @@ func (n *Node) send(m protocols.Message) {
 
 // resend sends again, to the next live member in the same direction, every
 // election message of the current round that went to lost, now suspected or
-// down, at most one heartbeat interval ago: lost most likely died before it
+// down, at most one election timeout ago: lost most likely died before it
 // arrived, and the round would otherwise stall until the stalled-round timer.
+// The window is the election timeout, not a heartbeat interval, because a
+// detector suspects a member well after its last heartbeat (about 330 ms at
+// the agent's defaults), while this node's own silent-leader timer (one
+// election timeout, 200 ms) may already have started a round towards it.
 // Typical case: a lower node's election message makes this node run and send
 // its own to the dead leader a moment before its own detector suspects it.
 // The window keeps older messages, which a then-live receiver most likely
@@ -207,7 +211,7 @@ func (n *Node) resend(lost protocols.ID) {
 	alone := false
 	for i := range n.inflight {
 		m := &n.inflight[i].m
-		if m.To != lost || n.now.Sub(n.inflight[i].at) > n.hb {
+		if m.To != lost || n.now.Sub(n.inflight[i].at) > n.et {
 			continue
 		}
 		// A RingElect's Direction is zero: clockwise.
