@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -175,5 +177,21 @@ func TestReportRendersEveryPart(t *testing.T) {
 	}
 	if got := strings.Count(string(svg), "<circle"); got != 5 {
 		t.Errorf("plot has %d dots, want one per sample (5)", got)
+	}
+}
+
+func TestMergeByKeyKeepsOtherSeries(t *testing.T) {
+	old := []failoverResult{{Protocol: "majority", Profile: "default", N: 5, Failed: 1}, {Protocol: "ring", Profile: "default", N: 5, Failed: 2}}
+	fresh := []failoverResult{{Protocol: "ring", Profile: "default", N: 5, Failed: 3}, {Protocol: "ring", Profile: "fast", N: 5, Failed: 4}}
+	got := mergeByKey(old, fresh, func(f failoverResult) string { return fmt.Sprint(f.Protocol, f.Profile, f.N) })
+	var failed []int
+	for _, f := range got {
+		failed = append(failed, f.Failed)
+	}
+	if !slices.Equal(failed, []int{1, 3, 4}) {
+		t.Fatalf("merged series (by their Failed marks) = %v, want [1 3 4]", failed)
+	}
+	if old[1].Failed != 2 {
+		t.Fatal("mergeByKey changed its input")
 	}
 }

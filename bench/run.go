@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -178,7 +179,7 @@ func runParts(ctx context.Context, o *options, res *results) error {
 			}
 			all = append(all, r)
 		}
-		res.Failover = all
+		res.Failover = mergeByKey(res.Failover, all, func(f failoverResult) string { return fmt.Sprint(f.Protocol, f.Profile, f.N) })
 		if err := save("failover"); err != nil {
 			return err
 		}
@@ -202,7 +203,7 @@ func runParts(ctx context.Context, o *options, res *results) error {
 			}
 			all = append(all, r)
 		}
-		res.Handover = all
+		res.Handover = mergeByKey(res.Handover, all, func(h handoverResult) string { return fmt.Sprint(h.Protocol, h.Profile, h.N) })
 		if err := save("handover"); err != nil {
 			return err
 		}
@@ -381,6 +382,26 @@ func (o *options) buildAgent(ctx context.Context) error {
 		return fmt.Errorf("build agent: %w", err)
 	}
 	return nil
+}
+
+// mergeByKey replaces the series of old that fresh measured again (same
+// key) and appends the new ones, so that running a part for one protocol
+// keeps the others' figures.
+func mergeByKey[T any](old, fresh []T, key func(T) string) []T {
+	out := slices.Clone(old)
+	for _, f := range fresh {
+		replaced := false
+		for i := range out {
+			if key(out[i]) == key(f) {
+				out[i], replaced = f, true
+				break
+			}
+		}
+		if !replaced {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // pick returns want if sizes holds it, else the largest size at most want,
