@@ -155,13 +155,13 @@ func writeReport(dir string, res *results) error {
 	if len(res.Scale) > 0 {
 		w("## Scale: the largest cluster this machine runs\n\n")
 		w("Majority at default settings, every agent a voter, each joining four others; *formed* is from starting the processes to a leader every agent agrees on for 5 s.\n\n")
-		w("| agents | formed in | watched | leader changes | elections started | leader CPU | mean follower CPU | mean RSS |\n|---|---|---|---|---|---|---|---|\n")
+		w("| agents | running through the window | formed in | watched | leader changes | elections started | leader CPU | mean follower CPU | mean RSS |\n|---|---|---|---|---|---|---|---|---|\n")
 		for _, s := range res.Scale {
 			if s.Error != "" {
-				w("| %d | did not form: %s | | | | | | |\n", s.N, s.Error)
+				w("| %d | | did not form: %s | | | | | | |\n", s.N, s.Error)
 				continue
 			}
-			w("| %d | %s | %v | %d | %.0f | %.2f %% | %.2f %% | %.1f MB |\n", s.N, ms(s.FormedIn), s.Duration, s.LeaderChanges, s.ElectionsStarted, 100*s.CPU[0], 100*meanOf(s.CPU[1:]), meanOf(s.RSSMB))
+			w("| %d | %d | %s | %v | %d | %.0f | %.2f %% | %.2f %% | %.1f MB |\n", s.N, s.Running, ms(s.FormedIn), s.Duration, s.LeaderChanges, s.ElectionsStarted, 100*s.CPU[0], 100*meanOf(s.CPU[1:]), meanOf(s.RSSMB))
 		}
 		w("\n")
 	}
@@ -271,13 +271,19 @@ func medianFloat(xs []float64) string {
 	return fmt.Sprintf("%.0f", s[(len(s)-1)/2])
 }
 
+// meanOf averages the measured values (negative ones mark agents that
+// were not running).
 func meanOf(xs []float64) float64 {
-	if len(xs) == 0 {
+	var t float64
+	n := 0
+	for _, x := range xs {
+		if x >= 0 {
+			t += x
+			n++
+		}
+	}
+	if n == 0 {
 		return math.NaN()
 	}
-	var t float64
-	for _, x := range xs {
-		t += x
-	}
-	return t / float64(len(xs))
+	return t / float64(n)
 }

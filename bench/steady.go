@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"math"
 	"path/filepath"
 	"sync"
 	"time"
@@ -30,12 +29,14 @@ type steadyResult struct {
 	EpochAfter  uint64 `json:"epoch_after"`
 	// Agents' CPU (share of one core) and RSS during the window; index 0
 	// is the leader at the start.
-	CPU     []float64 `json:"cpu_core_share"`
-	RSSMB   []float64 `json:"rss_mb"`
-	Roles   []string  `json:"roles"`
-	Bytes   int64     `json:"proxied_bytes,omitempty"`
-	Error   string    `json:"error,omitempty"`
-	Stalled bool      `json:"stalled,omitempty"`
+	CPU   []float64 `json:"cpu_core_share"`
+	RSSMB []float64 `json:"rss_mb"`
+	Roles []string  `json:"roles"`
+	// Running is how many agents ran through the whole window.
+	Running int    `json:"running"`
+	Bytes   int64  `json:"proxied_bytes,omitempty"`
+	Error   string `json:"error,omitempty"`
+	Stalled bool   `json:"stalled,omitempty"`
 }
 
 // measureSteady starts n agents (behind jitter proxies when jitter is
@@ -101,9 +102,12 @@ func measureSteady(ctx context.Context, o *options, protocol string, prof profil
 	for k, i := range order {
 		end := readProc(c.agents[i].pid())
 		if !end.exists || !startSamples[k].exists {
-			res.CPU = append(res.CPU, math.NaN())
-			res.RSSMB = append(res.RSSMB, math.NaN())
+			// The agent was not running (it failed to start, or died):
+			// -1 marks it, and Running says how many were.
+			res.CPU = append(res.CPU, -1)
+			res.RSSMB = append(res.RSSMB, -1)
 		} else {
+			res.Running++
 			res.CPU = append(res.CPU, float64(end.cpu-startSamples[k].cpu)/float64(end.at.Sub(startSamples[k].at)))
 			res.RSSMB = append(res.RSSMB, float64(end.rssKB)/1024)
 		}
