@@ -500,15 +500,31 @@ func (a *agentProc) resign(ctx context.Context) error {
 	return nil
 }
 
+// nextPort is the next candidate port; ports are handed out once per run.
+var (
+	portMu   sync.Mutex
+	nextPort = 20000 + int(time.Now().UnixNano()%5000)
+)
+
 // freePort returns a loopback port that was free for both TCP and UDP
-// (memberlist needs both) a moment ago.
+// (memberlist needs both) a moment ago. It counts up below Linux's
+// ephemeral range (32768 and up): a port the kernel picked with ":0" can
+// be handed out again as the source port of some agent's outgoing
+// connection before the agent that should listen on it starts, and with
+// 50 agents that happened once per run.
 func freePort() (int, error) {
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, fmt.Errorf("free port: %w", err)
+	portMu.Lock()
+	defer portMu.Unlock()
+	for range 5000 {
+		port := nextPort
+		nextPort++
+		if nextPort >= 32000 {
+			nextPort = 20000
 		}
-		port := l.Addr().(*net.TCPAddr).Port
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
 		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
 		l.Close()
 		if err == nil {
@@ -516,5 +532,5 @@ func freePort() (int, error) {
 			return port, nil
 		}
 	}
-	return 0, errors.New("free port: none free for both TCP and UDP")
+	return 0, errors.New("free port: none free for both TCP and UDP in 20000-31999")
 }
