@@ -384,7 +384,7 @@ func (fo *failover) tick(n *node) {
 	if r.o.SuspectAfter >= 0 || r.o.DownAfter >= 0 {
 		for _, i := range fo.gone {
 			if i != n.idx {
-				fo.detectPeer(n, i)
+				fo.r.detectPeer(n, i)
 				r.drain(n)
 			}
 		}
@@ -402,51 +402,6 @@ func (fo *failover) tick(n *node) {
 	r.writer = n.idx
 	d := time.Duration(float64(r.o.TickInterval) / n.rate)
 	r.q.push(event{at: r.now + max(d, 1), kind: evTick, node: int32(n.idx), inc: n.tickGen})
-}
-
-// detectPeer is one peer's turn of run.detect.
-func (fo *failover) detectPeer(n *node, i int) {
-	r := fo.r
-	now := r.local(n)
-	p := r.nodes[i]
-	up := !p.crashed && !p.paused
-	heard := up && r.conn[i][n.idx]
-	reach := heard && r.conn[n.idx][i]
-	id := p.member.ID
-	if r.o.SuspectAfter >= 0 {
-		switch {
-		case heard:
-			n.unheardSince[i] = -1
-			if n.suspected[i] {
-				n.suspected[i] = false
-				r.input(n, inputUnsuspect, i)
-				n.p.Suspect(now, id, false)
-			}
-		case n.unheardSince[i] < 0:
-			n.unheardSince[i] = r.now
-		case !n.suspected[i] && r.now-n.unheardSince[i] >= r.o.SuspectAfter:
-			n.suspected[i] = true
-			r.input(n, inputSuspect, i)
-			n.p.Suspect(now, id, true)
-		}
-	}
-	if r.o.DownAfter >= 0 {
-		switch {
-		case reach:
-			n.unreachSince[i] = -1
-			if n.down[i] {
-				n.down[i] = false
-				r.input(n, inputUp, i)
-				n.p.MemberUp(now, p.member)
-			}
-		case n.unreachSince[i] < 0:
-			n.unreachSince[i] = r.now
-		case !n.down[i] && r.now-n.unreachSince[i] >= r.o.DownAfter:
-			n.down[i] = true
-			r.input(n, inputDown, i)
-			n.p.MemberDown(now, id)
-		}
-	}
 }
 
 // crash crashes node i for good.

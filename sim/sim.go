@@ -497,50 +497,56 @@ func (r *run) detect(n *node) {
 	if r.o.SuspectAfter < 0 && r.o.DownAfter < 0 {
 		return
 	}
-	now := r.local(n)
-	for i, p := range r.nodes {
+	for i := range r.nodes {
 		if i == n.idx {
 			continue
 		}
-		up := !p.crashed && !p.paused
-		heard := up && r.conn[i][n.idx]
-		reach := heard && r.conn[n.idx][i]
-		id := p.member.ID
-		if r.o.SuspectAfter >= 0 {
-			switch {
-			case heard:
-				n.unheardSince[i] = -1
-				if n.suspected[i] {
-					n.suspected[i] = false
-					r.input(n, inputUnsuspect, i)
-					n.p.Suspect(now, id, false)
-				}
-			case n.unheardSince[i] < 0:
-				n.unheardSince[i] = r.now
-			case !n.suspected[i] && r.now-n.unheardSince[i] >= r.o.SuspectAfter:
-				n.suspected[i] = true
-				r.input(n, inputSuspect, i)
-				n.p.Suspect(now, id, true)
-			}
-		}
-		if r.o.DownAfter >= 0 {
-			switch {
-			case reach:
-				n.unreachSince[i] = -1
-				if n.down[i] {
-					n.down[i] = false
-					r.input(n, inputUp, i)
-					n.p.MemberUp(now, p.member)
-				}
-			case n.unreachSince[i] < 0:
-				n.unreachSince[i] = r.now
-			case !n.down[i] && r.now-n.unreachSince[i] >= r.o.DownAfter:
-				n.down[i] = true
-				r.input(n, inputDown, i)
-				n.p.MemberDown(now, id)
-			}
-		}
+		r.detectPeer(n, i)
 		r.drain(n)
+	}
+}
+
+// detectPeer is one peer's turn of detect: n's verdicts on peer i.
+func (r *run) detectPeer(n *node, i int) {
+	now := r.local(n)
+	p := r.nodes[i]
+	up := !p.crashed && !p.paused
+	heard := up && r.conn[i][n.idx]
+	reach := heard && r.conn[n.idx][i]
+	id := p.member.ID
+	if r.o.SuspectAfter >= 0 {
+		switch {
+		case heard:
+			n.unheardSince[i] = -1
+			if n.suspected[i] {
+				n.suspected[i] = false
+				r.input(n, inputUnsuspect, i)
+				n.p.Suspect(now, id, false)
+			}
+		case n.unheardSince[i] < 0:
+			n.unheardSince[i] = r.now
+		case !n.suspected[i] && r.now-n.unheardSince[i] >= r.o.SuspectAfter:
+			n.suspected[i] = true
+			r.input(n, inputSuspect, i)
+			n.p.Suspect(now, id, true)
+		}
+	}
+	if r.o.DownAfter >= 0 {
+		switch {
+		case reach:
+			n.unreachSince[i] = -1
+			if n.down[i] {
+				n.down[i] = false
+				r.input(n, inputUp, i)
+				n.p.MemberUp(now, p.member)
+			}
+		case n.unreachSince[i] < 0:
+			n.unreachSince[i] = r.now
+		case !n.down[i] && r.now-n.unreachSince[i] >= r.o.DownAfter:
+			n.down[i] = true
+			r.input(n, inputDown, i)
+			n.p.MemberDown(now, id)
+		}
 	}
 }
 
