@@ -5,7 +5,7 @@
 // on one machine. It writes a Markdown report with SVG plots.
 //
 //	bash scripts/bench                 # full report into docs/benchmarks/
-//	bash scripts/bench -quick          # a small smoke run (CI)
+//	bash scripts/bench -quick          # a small smoke run of every part
 //
 // It lives in its own module so etcd's dependencies stay out of the agent's
 // go.mod. It never imports the agent's packages: it drives built binaries

@@ -58,7 +58,7 @@ func runBench(args []string) error {
 	fs.StringVar(&o.out, "out", "", "where to write results.json, README.md and the plots (default: REPO/docs/benchmarks; a temporary folder with -quick)")
 	fs.StringVar(&o.work, "work", "", "scratch folder for agents' data and logs (default: a temporary folder)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the scratch folder (agents' logs) and print its path")
-	fs.BoolVar(&o.quick, "quick", false, "a small smoke run of every part (a minute or two), for CI")
+	fs.BoolVar(&o.quick, "quick", false, "a small smoke run of every part (a few minutes) into a temporary folder")
 	parts := fs.String("parts", strings.Join(allParts, ","), "comma-separated parts to run: "+strings.Join(allParts, ","))
 	fs.IntVar(&o.trials, "trials", 20, "failover and handover trials per series")
 	sizes := fs.String("sizes", "3,5,9", "cluster sizes for failover")
