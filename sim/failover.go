@@ -3,7 +3,6 @@ package sim
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -282,49 +281,6 @@ func (fo *failover) measure(res *FailoverResult) error {
 		}
 	}
 	return nil
-}
-
-// newRun sets a run up exactly as runSchedule does, without running it.
-func newRun(o Options, seed uint64, rng *rand.Rand, s Schedule) (*run, error) {
-	r := &run{
-		o: o, seed: seed, rng: rng, sched: s,
-		leaderOf:    make(map[uint64]claim),
-		votes:       make(map[voteKey]protocols.ID),
-		curLead:     -1,
-		writer:      -1,
-		lastPersist: -1,
-		armed:       -1,
-		crashNext:   -1,
-		minDelay:    s.MinDelay, maxDelay: max(s.MaxDelay, s.MinDelay),
-		trace: traceRing{buf: make([]traceRec, o.TraceLen), hash: fnvOffset},
-	}
-	r.stats.Schedules = 1
-	n := s.Nodes
-	r.mems = make([]protocols.Member, n)
-	for i := range r.mems {
-		r.mems[i] = protocols.Member{ID: protocols.ID(i + 1), Name: fmt.Sprintf("n%d", i+1), Voter: true}
-	}
-	r.conn = make([][]bool, n)
-	for i := range r.conn {
-		r.conn[i] = make([]bool, n)
-	}
-	r.connectAll()
-	for i := range n {
-		r.nodes = append(r.nodes, &node{
-			idx: i, member: r.mems[i], rate: s.ClockRates[i],
-			offset:       int64(time.Second) + rng.Int64N(int64(time.Hour)),
-			unheardSince: make([]time.Duration, n),
-			unreachSince: make([]time.Duration, n),
-			suspected:    make([]bool, n),
-			down:         make([]bool, n),
-		})
-	}
-	for _, nd := range r.nodes {
-		if err := r.start(nd); err != nil {
-			return nil, err
-		}
-	}
-	return r, nil
 }
 
 // run processes events for at most d of virtual time and, when max is

@@ -185,6 +185,34 @@ func newRand(seed uint64) *rand.Rand {
 }
 
 func runSchedule(o Options, seed uint64, rng *rand.Rand, s Schedule) (Result, error) {
+	r, err := newRun(o, seed, rng, s)
+	if err != nil {
+		return Result{Seed: seed}, err
+	}
+	for i, a := range s.Actions {
+		r.q.push(event{at: a.At, kind: evFault, arg: int32(i)})
+	}
+	r.q.push(event{at: s.FaultPhase, kind: evHeal})
+	r.check()
+	r.loop()
+	res := Result{
+		Seed: seed, Schedule: s, Stats: r.stats, Violation: r.viol,
+		TraceHash: r.trace.hash, End: r.now, Recovery: -1,
+	}
+	res.Stats.VirtualTime = r.now
+	if r.viol != nil {
+		res.Stats.Violations = 1
+	}
+	if r.live {
+		res.Recovery = r.now - r.healAt
+	}
+	return res, nil
+}
+
+// newRun sets up the nodes of schedule s, started and fully connected,
+// with nothing queued: runSchedule adds the schedule's faults, RunFailover
+// its one crash.
+func newRun(o Options, seed uint64, rng *rand.Rand, s Schedule) (*run, error) {
 	r := &run{
 		o: o, seed: seed, rng: rng, sched: s,
 		leaderOf:    make(map[uint64]claim),
@@ -210,39 +238,21 @@ func runSchedule(o Options, seed uint64, rng *rand.Rand, s Schedule) (Result, er
 	}
 	r.connectAll()
 	for i := range n {
-		nd := &node{
+		r.nodes = append(r.nodes, &node{
 			idx: i, member: r.mems[i], rate: s.ClockRates[i],
 			offset:       int64(time.Second) + rng.Int64N(int64(time.Hour)),
 			unheardSince: make([]time.Duration, n),
 			unreachSince: make([]time.Duration, n),
 			suspected:    make([]bool, n),
 			down:         make([]bool, n),
-		}
-		r.nodes = append(r.nodes, nd)
+		})
 	}
 	for _, nd := range r.nodes {
 		if err := r.start(nd); err != nil {
-			return Result{Seed: seed}, err
+			return nil, err
 		}
 	}
-	for i, a := range s.Actions {
-		r.q.push(event{at: a.At, kind: evFault, arg: int32(i)})
-	}
-	r.q.push(event{at: s.FaultPhase, kind: evHeal})
-	r.check()
-	r.loop()
-	res := Result{
-		Seed: seed, Schedule: s, Stats: r.stats, Violation: r.viol,
-		TraceHash: r.trace.hash, End: r.now, Recovery: -1,
-	}
-	res.Stats.VirtualTime = r.now
-	if r.viol != nil {
-		res.Stats.Violations = 1
-	}
-	if r.live {
-		res.Recovery = r.now - r.healAt
-	}
-	return res, nil
+	return r, nil
 }
 
 func (r *run) connectAll() {
