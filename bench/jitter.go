@@ -110,6 +110,15 @@ func (p *jitterProxy) track(conns ...net.Conn) bool {
 	return true
 }
 
+// untrack forgets closed conns, so reconnecting agents do not grow the set.
+func (p *jitterProxy) untrack(conns ...net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range conns {
+		delete(p.conns, c)
+	}
+}
+
 // chunk is bytes read from one side, due on the other side at due.
 type chunk struct {
 	data []byte
@@ -133,6 +142,7 @@ func (p *jitterProxy) pipe(src, dst net.Conn, rng *rand.Rand) {
 		// blocking on a writer that gave up.
 		src.Close()
 		dst.Close()
+		p.untrack(src, dst)
 		for range queue {
 		}
 	}()

@@ -252,8 +252,8 @@ func readProc(pid int) procSample {
 }
 
 // firstNotLeaderSince returns when agent a's watch stream first said,
-// after t, that a does not lead. It reads the agent's log of watch lines
-// kept since t (see watchLog).
+// after t, that a does not lead, from the watch lines the cluster keeps
+// (agentProc.history).
 func (a *agentProc) firstNotLeaderSince(t time.Time) (time.Time, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -209,7 +209,7 @@ func runParts(ctx context.Context, o *options, res *results) error {
 		}
 	}
 	if o.parts["cost"] {
-		r, err := measureSteady(ctx, o, "majority", defaultProfile, 5, nil, max(o.steady/10, 5*time.Second, min(time.Minute, o.steady)), "idle")
+		r, err := measureSteady(ctx, o, "majority", defaultProfile, 5, nil, max(5*time.Second, min(time.Minute, o.steady)), "idle")
 		if err != nil {
 			return err
 		}

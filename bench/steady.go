@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"sync"
 	"time"
 )
 
@@ -75,7 +74,6 @@ func measureSteady(ctx context.Context, o *options, protocol string, prof profil
 		startSamples[k] = readProc(c.agents[i].pid())
 	}
 	seen := make(map[string]bool)
-	var mu sync.Mutex
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		select {
@@ -91,9 +89,7 @@ func measureSteady(ctx context.Context, o *options, protocol string, prof profil
 				}
 				if ob.st.Epoch != ag.Epoch || ob.st.Leader != ag.Leader {
 					key := fmt.Sprintf("%s@%d/%s/%s", a.name, ob.st.Epoch, ob.st.Leader, ob.at)
-					mu.Lock()
 					seen[key] = true
-					mu.Unlock()
 				}
 			}
 			a.mu.Unlock()
