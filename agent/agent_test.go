@@ -203,6 +203,9 @@ func TestFiveNodesElectAndFailOver(t *testing.T) {
 			}
 			var idx int
 			fmt.Sscanf(first.Leader, "n%d", &idx)
+			// Every agent counts all five as members it hears.
+			full := api.Quorum{Voters: 5, Reachable: 5, Healthy: true}
+			tc.eventuallyStatus(t, 20*time.Second, func(i int, st api.Status) bool { return st.Members == 5 && st.Quorum == full })
 			tc.stop(idx-1, true)
 			second := tc.waitAgreed(first.Epoch, 30*time.Second)
 			if second.Leader == first.Leader || second.Epoch <= first.Epoch {
@@ -211,7 +214,40 @@ func TestFiveNodesElectAndFailOver(t *testing.T) {
 			if protocol != config.ProtocolMajority && second.Leader != "n4" {
 				t.Errorf("%s elected %s after n5 died, want n4", protocol, second.Leader)
 			}
+			if protocol == config.ProtocolMajority {
+				// Four of the five configured voters are left, still a quorum.
+				left := api.Quorum{Voters: 5, Reachable: 4, Healthy: true}
+				tc.eventuallyStatus(t, 30*time.Second, func(i int, st api.Status) bool { return st.Quorum == left })
+			}
 		})
+	}
+}
+
+// eventuallyStatus waits until ok holds for the status of every running
+// agent, failing the test after within with the last statuses seen.
+func (tc *testCluster) eventuallyStatus(t *testing.T, within time.Duration, ok func(i int, st api.Status) bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		var last []string
+		all := true
+		for i := range tc.agents {
+			if tc.agents[i] == nil {
+				continue
+			}
+			st, err := tc.status(i)
+			if err != nil || !ok(i, st) {
+				all = false
+				last = append(last, fmt.Sprintf("%d: %+v %v", i, st, err))
+			}
+		}
+		if all {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("statuses did not settle within %v: %v", within, last)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

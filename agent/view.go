@@ -36,26 +36,30 @@ func (a *Agent) status(now protocols.Time) api.Status {
 	if st.Role == protocols.Leader && st.LeaseUntil > now {
 		out.LeaseMS = st.LeaseUntil.Sub(now).Milliseconds()
 	}
-	alive := map[string]bool{a.self.Name: true}
+	// No map here: the loop stores a status snapshot after every input.
+	heard := func(m membership.Member) bool {
+		return (m.State == membership.StateAlive || m.State == membership.StateSuspect) && !a.suspected[m.ID]
+	}
+	others := 0 // live members other than this agent that it still hears
 	for name, m := range a.members {
 		if m.State == membership.StateAlive || m.State == membership.StateSuspect {
 			out.Members++
-			if !a.suspected[m.ID] {
-				alive[name] = true
+			if name != a.self.Name && heard(m) {
+				others++
 			}
 		}
 	}
 	if a.cfg.Election.Protocol == config.ProtocolMajority {
 		out.Quorum.Voters = len(a.cfg.Election.Voters)
 		for _, v := range a.cfg.Election.Voters {
-			if alive[v] {
+			if m, ok := a.members[v]; v == a.self.Name || (ok && heard(m)) {
 				out.Quorum.Reachable++
 			}
 		}
 		out.Quorum.Healthy = out.Quorum.Reachable >= out.Quorum.Voters/2+1
 	} else {
 		out.Quorum.Voters = out.Members
-		out.Quorum.Reachable = len(alive)
+		out.Quorum.Reachable = 1 + others
 		out.Quorum.Healthy = out.Leader != ""
 	}
 	return out
