@@ -72,7 +72,7 @@ func (a *Agent) storeSnapshot() {
 
 // loadSnapshot answers a status request from the latest snapshot, at the
 // time of the request: a leader whose lease has run out since is reported
-// as no leader at all, as the protocol itself would (DESIGN §1.4).
+// as no leader at all, as the protocol itself would (docs/design.md §1.4).
 func (a *Agent) loadSnapshot() (api.Status, bool) {
 	select {
 	case <-a.loopDone:

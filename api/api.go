@@ -3,7 +3,7 @@
 // two can never disagree about a path or a field name.
 //
 // The JSON field names, paths and query parameters are a user-facing
-// contract (DESIGN §4): curl users and other languages depend on them. Only
+// contract (docs/design.md §6): curl users and other languages depend on them. Only
 // add to them.
 //
 // This package must never import anything but the standard library, and

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// The field names are DESIGN §4's contract; this test pins them.
+// The field names are docs/design.md §6's contract; this test pins them.
 func TestJSONFieldNames(t *testing.T) {
 	cases := []struct {
 		v    any

@@ -7,7 +7,7 @@ import (
 )
 
 // Config is the whole agent configuration. Its zero value is not useful:
-// start from Default, then Load. The toml tags are the contract of DESIGN §4.
+// start from Default, then Load. The toml tags are the contract of docs/design.md §6.
 type Config struct {
 	Node      Node      `toml:"node"`
 	Gossip    Gossip    `toml:"gossip"`

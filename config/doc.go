@@ -2,7 +2,7 @@
 // strict TOML file, then command-line flags, and one Validate that reports
 // every problem at once, each with its key.
 //
-// The key names are a user-facing contract (DESIGN §4); they are the TOML
+// The key names are a user-facing contract (docs/design.md §6); they are the TOML
 // keys of the Config structs and, prefixed with their table, the flag names
 // ("-election.protocol").
 //

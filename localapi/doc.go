@@ -1,4 +1,4 @@
-// Package localapi serves the agent's socket API (DESIGN §4): HTTP/1.1 and
+// Package localapi serves the agent's socket API (docs/design.md §6): HTTP/1.1 and
 // JSON on a Unix socket, for local processes and the agent CLI.
 //
 // The server sits behind the narrow Backend interface, which the agent

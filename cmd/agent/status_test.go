@@ -37,7 +37,7 @@ func TestStatus(t *testing.T) {
 	if code != 0 || stderr != "" {
 		t.Fatalf("agent status -json: exit %d, stderr %q", code, stderr)
 	}
-	// The contract's field names (DESIGN §4), not just whatever decodes.
+	// The contract's field names (docs/design.md §6), not just whatever decodes.
 	if got, want := jsonKeys(t, stdout), []string{"epoch", "id", "leader", "lease_ms", "members", "node", "protocol", "quorum", "role"}; !slices.Equal(got, want) {
 		t.Errorf("agent status -json keys %q, want %q", got, want)
 	}
