@@ -29,9 +29,25 @@ type FieldError struct {
 	Key string
 	// Problem says what is wrong, in words.
 	Problem string
+	// Where is the line of the configuration file that set the value
+	// ("line 12"), when Load found one.
+	Where string
+	// Hint says where to set a key the file does not set, when Load read
+	// a file.
+	Hint string
 }
 
-func (e *FieldError) Error() string { return e.Key + ": " + e.Problem }
+func (e *FieldError) Error() string {
+	s := e.Key
+	if e.Where != "" {
+		s += " (" + e.Where + ")"
+	}
+	s += ": " + e.Problem
+	if e.Hint != "" {
+		s += " (" + e.Hint + ")"
+	}
+	return s
+}
 
 // ValidationError lists every invalid setting of a Config.
 type ValidationError struct {
