@@ -346,6 +346,7 @@ func (dc *devCluster) resolve(cmd, arg string) (string, error) {
 // command runs one line typed on standard input and says what it did; it
 // reports whether to quit.
 func (dc *devCluster) command(ctx context.Context, line string) bool {
+	line, _, _ = strings.Cut(line, "#") // a comment, as pasted from the README
 	fields := strings.Fields(line)
 	if len(fields) == 0 {
 		return false

@@ -142,7 +142,7 @@ func TestDevSaysWhatHappened(t *testing.T) {
 	ds.typeLine("kill n9")
 	ds.waitFor("n9 named as unknown", `error: unknown node "n9": the nodes are n1, n2, n3`)
 
-	ds.typeLine("kill leader")
+	ds.typeLine("kill leader   # crash: a comment, as in the README")
 	killed := ds.waitFor("the kill acknowledged", `killed (n\d), the leader of epoch (\d+)`)
 	ds.waitFor("the failover, timed", `failover: n\d leads epoch \d+, [0-9.]+m?s after `+killed[1]+` was killed \(first reported by n\d\)`)
 	ds.typeLine("kill " + killed[1])
