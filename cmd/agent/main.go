@@ -37,7 +37,7 @@ func commands() []command {
 		{"dev", "run a small local cluster in one process to try failover", runDev},
 		{"status", "show this agent's view of the election", runStatus},
 		{"members", "list the members and their phi", runMembers},
-		{"leader", "show the leader and epoch; -wait blocks until it changes", runLeader},
+		{"leader", "show the leader and epoch; -wait waits for a new leader", runLeader},
 		{"watch", "stream every leadership change", runWatch},
 		{"resign", "ask this agent, if it leads, to hand leadership over", runResign},
 		{"exec", "run a command only while this node leads", runExec},
