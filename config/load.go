@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -157,6 +158,10 @@ func unknownKeys(und []toml.Key) []string {
 func (c *Config) decodeFile(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && !filepath.IsAbs(path) {
+			wd, _ := os.Getwd()
+			return "", fmt.Errorf("config: %w (relative to the working directory %s; config.example.toml at the repository's root documents every key)", err, wd)
+		}
 		return "", fmt.Errorf("config: %w", err)
 	}
 	defer f.Close()
