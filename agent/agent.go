@@ -410,7 +410,13 @@ func (a *Agent) handover(tick <-chan time.Time) {
 		return
 	}
 	if err := a.proto.Resign(a.now()); err != nil {
-		a.log.Info("no leadership transfer on shutdown", zap.Error(err))
+		// A clean shutdown logs no error field: the usual reason here
+		// (a single voter, or no other voter reachable) is not a fault.
+		if errors.Is(err, protocols.ErrNoTransferTarget) {
+			a.log.Info("stopping as leader: no other voter is reachable to hand leadership to")
+		} else {
+			a.log.Warn("no leadership transfer on shutdown", zap.Error(err))
+		}
 		return
 	}
 	a.log.Info("handing leadership over before shutdown")

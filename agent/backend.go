@@ -106,11 +106,15 @@ func (b backend) Resign(ctx context.Context) error {
 	if doErr := b.a.do(ctx, func() { err = b.a.proto.Resign(b.a.now()) }); doErr != nil {
 		return doErr
 	}
+	// The server names the request ("resign: …"); these say why and what
+	// to do.
 	switch {
 	case errors.Is(err, protocols.ErrNotLeader):
-		return fmt.Errorf("resign: %w", localapi.ErrNotLeader)
+		return fmt.Errorf("%w; run resign against the leader's agent ('agent leader' names it)", localapi.ErrNotLeader)
+	case errors.Is(err, protocols.ErrNoTransferTarget):
+		return unavailable("no other voter is reachable to hand leadership to, so this agent stays leader; start or reconnect another voter first")
 	case err != nil:
-		return fmt.Errorf("resign: %w: %v", localapi.ErrUnavailable, err)
+		return fmt.Errorf("%w: %v", localapi.ErrUnavailable, err)
 	}
 	return nil
 }
@@ -189,3 +193,13 @@ func (a *Agent) checkConfirms() {
 	}
 	a.confirms = kept
 }
+
+// unavailableError is a 503 whose text is the reason alone: "agent
+// unavailable" would suggest the agent is down when it is not.
+type unavailableError string
+
+func unavailable(reason string) error { return unavailableError(reason) }
+
+func (e unavailableError) Error() string { return string(e) }
+
+func (e unavailableError) Unwrap() error { return localapi.ErrUnavailable }

@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/conclave-agent/conclave/internal/suggest"
 )
 
 // MaxFileBytes bounds the configuration file. A real file is a few KiB; the
@@ -27,10 +30,22 @@ type UnknownKeysError struct {
 }
 
 func (e *UnknownKeysError) Error() string {
+	var s string
 	if len(e.Keys) == 1 {
-		return fmt.Sprintf("config %s: unknown key %q", e.File, e.Keys[0])
+		s = fmt.Sprintf("config %s: unknown key %q", e.File, e.Keys[0])
+	} else {
+		s = fmt.Sprintf("config %s: unknown keys %s", e.File, quoteAll(e.Keys))
 	}
-	return fmt.Sprintf("config %s: unknown keys %s", e.File, quoteAll(e.Keys))
+	var hints []string
+	for _, k := range e.Keys {
+		if near := suggest.Closest(k, knownKeys); near != "" {
+			hints = append(hints, fmt.Sprintf("%q for %q", near, k))
+		}
+	}
+	if len(hints) > 0 {
+		s += "; did you mean " + strings.Join(hints, ", ") + "?"
+	}
+	return s + " (config.example.toml lists every key)"
 }
 
 func quoteAll(ss []string) string {
@@ -48,8 +63,10 @@ func quoteAll(ss []string) string {
 // validation error the Config is returned too, for diagnostics.
 func Load(path string, overrides ...func(*Config)) (Config, error) {
 	c := Default()
+	var data string
 	if path != "" {
-		if err := c.decodeFile(path); err != nil {
+		var err error
+		if data, err = c.decodeFile(path); err != nil {
 			return Config{}, err
 		}
 	}
@@ -59,6 +76,10 @@ func Load(path string, overrides ...func(*Config)) (Config, error) {
 	c.derive()
 	if err := c.Validate(); err != nil {
 		if path != "" {
+			var ve *ValidationError
+			if errors.As(err, &ve) {
+				locate(ve, path, data)
+			}
 			return c, fmt.Errorf("config %s: %w", path, err)
 		}
 		return c, fmt.Errorf("config: %w", err)
@@ -69,12 +90,19 @@ func Load(path string, overrides ...func(*Config)) (Config, error) {
 // Decode reads TOML from r (named name in errors) on top of c, strictly:
 // unknown keys are an *UnknownKeysError. It neither derives nor validates.
 func (c *Config) Decode(name string, r io.Reader) error {
+	_, err := c.decode(name, r)
+	return err
+}
+
+// decode is Decode that also returns the text it read, for messages that
+// point at a line.
+func (c *Config) decode(name string, r io.Reader) (string, error) {
 	data, err := io.ReadAll(io.LimitReader(r, MaxFileBytes+1))
 	if err != nil {
-		return fmt.Errorf("config %s: read: %w", name, err)
+		return "", fmt.Errorf("config %s: read: %w", name, err)
 	}
 	if len(data) > MaxFileBytes {
-		return fmt.Errorf("config %s: larger than %d bytes", name, MaxFileBytes)
+		return "", fmt.Errorf("config %s: larger than %d bytes", name, MaxFileBytes)
 	}
 	// Decode into a copy so a half-decoded file never leaks into c.
 	next := *c
@@ -82,14 +110,10 @@ func (c *Config) Decode(name string, r io.Reader) error {
 	next.Election.Voters = append([]string(nil), c.Election.Voters...)
 	md, err := toml.Decode(string(data), &next)
 	if err != nil {
-		var pe toml.ParseError
-		if errors.As(err, &pe) {
-			return fmt.Errorf("config %s: %s", name, pe.Error())
-		}
-		return fmt.Errorf("config %s: %w", name, err)
+		return "", parseError(name, string(data), err)
 	}
 	if und := md.Undecoded(); len(und) > 0 {
-		return &UnknownKeysError{File: name, Keys: unknownKeys(und)}
+		return "", &UnknownKeysError{File: name, Keys: unknownKeys(und)}
 	}
 	if md.IsDefined("node", "id") {
 		// BurntSushi/toml converts a negative TOML integer into a uint64
@@ -102,11 +126,11 @@ func (c *Config) Decode(name string, r io.Reader) error {
 			} `toml:"node"`
 		}
 		if _, err := toml.Decode(string(data), &signed); err == nil && signed.Node.ID < 0 {
-			return fmt.Errorf("config %s: node.id: %d is negative", name, signed.Node.ID)
+			return "", fmt.Errorf("config %s, line %d: node.id: %d is negative; write a number 1 … %d", name, lineOf(string(data), "node.id"), signed.Node.ID, MaxNodeID)
 		}
 	}
 	*c = next
-	return nil
+	return string(data), nil
 }
 
 // unknownKeys renders undecoded keys, leaving out the keys inside an
@@ -131,20 +155,24 @@ func unknownKeys(und []toml.Key) []string {
 	return keys
 }
 
-func (c *Config) decodeFile(path string) error {
+func (c *Config) decodeFile(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return fmt.Errorf("config: %w", err)
+		if errors.Is(err, fs.ErrNotExist) && !filepath.IsAbs(path) {
+			wd, _ := os.Getwd()
+			return "", fmt.Errorf("config: %w (relative to the working directory %s; config.example.toml at the repository's root documents every key)", err, wd)
+		}
+		return "", fmt.Errorf("config: %w", err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("config: %w", err)
+		return "", fmt.Errorf("config: %w", err)
 	}
 	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("config %s: not a regular file", path)
+		return "", fmt.Errorf("config %s: not a regular file", path)
 	}
-	return c.Decode(path, f)
+	return c.decode(path, f)
 }
 
 // derive fills defaults that depend on other keys.

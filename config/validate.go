@@ -29,9 +29,25 @@ type FieldError struct {
 	Key string
 	// Problem says what is wrong, in words.
 	Problem string
+	// Where is the line of the configuration file that set the value
+	// ("line 12"), when Load found one.
+	Where string
+	// Hint says where to set a key the file does not set, when Load read
+	// a file.
+	Hint string
 }
 
-func (e *FieldError) Error() string { return e.Key + ": " + e.Problem }
+func (e *FieldError) Error() string {
+	s := e.Key
+	if e.Where != "" {
+		s += " (" + e.Where + ")"
+	}
+	s += ": " + e.Problem
+	if e.Hint != "" {
+		s += " (" + e.Hint + ")"
+	}
+	return s
+}
 
 // ValidationError lists every invalid setting of a Config.
 type ValidationError struct {
@@ -119,7 +135,7 @@ func (c *Config) validateNode(ch *checker) {
 		ch.add("node.id", "%d is out of range: must be 1 … %d (bully and ring epochs carry the id in 20 bits)", c.Node.ID, MaxNodeID)
 	}
 	if c.Node.DataDir == "" {
-		ch.add("node.data_dir", "must not be empty")
+		ch.add("node.data_dir", "must not be empty: give each node a directory of its own, e.g. \"data/n1\"")
 	}
 }
 
@@ -274,8 +290,8 @@ func (c *Config) validateElection(ch *checker) {
 	}
 	positive(ch, "election.election_timeout", e.ElectionTimeout)
 	if hb := c.Detector.HeartbeatInterval; hb > 0 && e.ElectionTimeout > 0 && e.ElectionTimeout < 3*hb {
-		ch.add("election.election_timeout", "%s is shorter than 3 × detector.heartbeat_interval (%s): one late heartbeat would start an election",
-			e.ElectionTimeout, time.Duration(3*hb))
+		ch.add("election.election_timeout", "%s is shorter than 3 × detector.heartbeat_interval (%s): one late heartbeat would start an election; raise it to at least %s or shorten the heartbeat",
+			e.ElectionTimeout, time.Duration(3*hb), time.Duration(3*hb))
 	}
 	switch e.RingAlgorithm {
 	case RingLCR, RingHS:
@@ -287,7 +303,7 @@ func (c *Config) validateElection(ch *checker) {
 func (c *Config) validateAPI(ch *checker) {
 	switch s := c.API.Socket; {
 	case s == "":
-		ch.add("api.socket", "must not be empty")
+		ch.add("api.socket", "must not be empty: set node.data_dir (the socket defaults to data_dir/agent.sock) or api.socket")
 	case len(s) > maxSocketPath:
 		ch.add("api.socket", "%q is %d bytes; Unix socket paths must be at most %d", s, len(s), maxSocketPath)
 	}

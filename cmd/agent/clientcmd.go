@@ -3,11 +3,17 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
+	"net/http"
 	"os"
 	"os/signal"
+	"os/user"
+	"strconv"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -50,9 +56,52 @@ func printJSON(w io.Writer, v any) {
 	_ = enc.Encode(v)
 }
 
-func fail(stderr io.Writer, cmd string, err error) int {
-	fmt.Fprintf(stderr, "agent %s: %v\n", cmd, err)
+// fail prints err for command cmd with what to do about it, and returns
+// the exit code 1.
+func fail(stderr io.Writer, cmd, socket string, err error) int {
+	fmt.Fprintf(stderr, "agent %s: %s\n", cmd, explain(cmd, socket, err))
 	return 1
+}
+
+// explain turns a client error into a sentence that says what to do next.
+func explain(cmd, socket string, err error) string {
+	var ae *client.Error
+	switch {
+	case errors.As(err, &ae):
+		// The agent's own message is prefixed with the request's name
+		// ("resign: …"); the command already says it.
+		msg := strings.TrimPrefix(ae.Message, cmd+": ")
+		return fmt.Sprintf("%s (the agent answered %d %s)", msg, ae.StatusCode, http.StatusText(ae.StatusCode))
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Sprintf("may not open the socket %s: permission denied.\n  %s", socket, socketAccess(socket))
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Sprintf("no agent socket at %s: is the agent running? Start one with 'agent run -config FILE', "+
+			"or point at its socket with -socket PATH or $%s (its [api] socket, default data_dir/agent.sock)", socket, api.EnvSocket)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Sprintf("nothing answers on the socket %s: the agent that made it has stopped (start it again), or -socket names another file", socket)
+	}
+	return err.Error()
+}
+
+// socketAccess says who may open socket, and how to become one of them.
+func socketAccess(socket string) string {
+	fi, err := os.Stat(socket)
+	if err != nil {
+		return "Run as the agent's user, or as a member of the socket's group."
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return "Run as the agent's user, or as a member of the socket's group."
+	}
+	owner, group := strconv.FormatUint(uint64(st.Uid), 10), strconv.FormatUint(uint64(st.Gid), 10)
+	if u, err := user.LookupId(owner); err == nil {
+		owner = u.Username
+	}
+	if g, err := user.LookupGroupId(group); err == nil {
+		group = g.Name
+	}
+	return fmt.Sprintf("The socket has mode %04o, owner %s, group %s: run as %s (sudo -u %s agent …) or as a member of group %s "+
+		"(the agent's [api] socket_mode decides whether the group may connect).", uint32(fi.Mode().Perm()), owner, group, owner, owner, group)
 }
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -76,7 +125,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	st, err := get(ctx)
 	if err != nil {
-		return fail(stderr, "status", err)
+		return fail(stderr, "status", cf.socket, err)
 	}
 	if cf.json {
 		printJSON(stdout, st)
@@ -121,7 +170,7 @@ func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	defer c.Close()
 	ms, err := c.Members(ctx)
 	if err != nil {
-		return fail(stderr, "members", err)
+		return fail(stderr, "members", cf.socket, err)
 	}
 	if cf.json {
 		printJSON(stdout, ms)
@@ -140,7 +189,7 @@ func runLeader(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs := flag.NewFlagSet("agent leader", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cf := addClientFlags(fs)
-	wait := fs.Duration("wait", 0, "block until the epoch passes -index (default: the current epoch) or this long passes")
+	wait := fs.Duration("wait", 0, "block until a leader is known in an epoch above -index (default: the current epoch), or this long passes")
 	index := fs.Int64("index", -1, "with -wait: the epoch already seen")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
@@ -158,10 +207,10 @@ func runLeader(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if *index >= 0 {
 			idx = uint64(*index)
 		}
-		l, err = c.Leader(ctx, idx, *wait)
+		l, err = waitLeader(ctx, c, idx, *wait)
 	}
 	if err != nil {
-		return fail(stderr, "leader", err)
+		return fail(stderr, "leader", cf.socket, err)
 	}
 	if cf.json {
 		printJSON(stdout, l)
@@ -177,6 +226,30 @@ func runLeader(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	fmt.Fprintf(stdout, "%s epoch %d%s\n", name, l.Epoch, self)
 	return 0
+}
+
+// waitLeader returns the first leader known in an epoch above index, or,
+// when wait passes first, the leader of that moment. It watches rather than
+// blocking on the epoch (GET /v1/leader?index=): a new epoch begins with an
+// election, before anyone leads it, and "(none) epoch 2" answers nothing.
+func waitLeader(ctx context.Context, c *client.Client, index uint64, wait time.Duration) (api.Leader, error) {
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	w, err := c.Watch(wctx)
+	for err == nil {
+		var st api.Status
+		if st, err = w.Next(); err == nil && st.Leader != "" && st.Epoch > index {
+			w.Close()
+			return st.LeaderInfo(), nil
+		}
+	}
+	if w != nil {
+		w.Close()
+	}
+	if wctx.Err() != nil && ctx.Err() == nil {
+		return c.Leader(ctx, 0, 0) // waited long enough: say who leads now
+	}
+	return api.Leader{}, err
 }
 
 func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -195,7 +268,7 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	defer c.Close()
 	w, err := c.Watch(ctx)
 	if err != nil {
-		return fail(stderr, "watch", err)
+		return fail(stderr, "watch", cf.socket, err)
 	}
 	defer w.Close()
 	for {
@@ -204,7 +277,7 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			if ctx.Err() != nil {
 				return 0
 			}
-			return fail(stderr, "watch", err)
+			return fail(stderr, "watch", cf.socket, err)
 		}
 		if cf.json {
 			b, _ := json.Marshal(st)
@@ -232,7 +305,7 @@ func runResign(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	ctx, cancel := signalContext(ctx, cf.timeout)
 	defer cancel()
 	if err := resignVia(ctx, cf.socket); err != nil {
-		return fail(stderr, "resign", err)
+		return fail(stderr, "resign", cf.socket, err)
 	}
 	if cf.json {
 		printJSON(stdout, api.Resigned{Resigned: true})

@@ -103,3 +103,43 @@ func TestLeaderWaitBlocksUntilEpochChanges(t *testing.T) {
 		break
 	}
 }
+
+// TestLeaderWaitNeedsKnownLeader: -wait answers only with a known leader in
+// a newer epoch. A lone voter of three, without PreVote, starts election
+// after election (each a new epoch) and wins none; the command must keep
+// waiting through them and answer once a second voter lets one succeed.
+// (It used to answer "(none) epoch E+1" at the first campaign.)
+func TestLeaderWaitNeedsKnownLeader(t *testing.T) {
+	tc := newTestCluster(t, 3, config.ProtocolMajority)
+	tc.waitLeader(0)
+	for i := range tc.agents {
+		tc.stop(i, true)
+		tc.cfgs[i].Election.PreVote = false
+	}
+	tc.start(0)
+	index := statusAt(t, tc.socket(0)).Epoch
+	done := goCLI("leader", "-json", "-wait", "60s", "-index", fmt.Sprint(index), "-socket", tc.socket(0))
+	eventually(t, 20*time.Second, "two leaderless elections on n1", func() bool {
+		st := statusAt(t, tc.socket(0))
+		return st.Epoch >= index+2 && st.Leader == ""
+	})
+	select {
+	case r := <-done:
+		t.Fatalf("agent leader -wait answered while no one led: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	default:
+	}
+	tc.start(1)
+	var r cliResult
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("agent leader -wait still blocked 30s after a second voter started")
+	}
+	var l api.Leader
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &l) != nil {
+		t.Fatalf("agent leader -wait: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if l.Leader == "" || l.Epoch <= index {
+		t.Errorf("agent leader -wait answered %+v; want a leader in an epoch above %d", l, index)
+	}
+}

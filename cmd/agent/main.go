@@ -18,6 +18,9 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strings"
+
+	"github.com/conclave-agent/conclave/internal/suggest"
 )
 
 // command is one subcommand. run returns the process exit code; it stops
@@ -34,7 +37,7 @@ func commands() []command {
 		{"dev", "run a small local cluster in one process to try failover", runDev},
 		{"status", "show this agent's view of the election", runStatus},
 		{"members", "list the members and their phi", runMembers},
-		{"leader", "show the leader and epoch; -wait blocks until it changes", runLeader},
+		{"leader", "show the leader and epoch; -wait waits for a new leader", runLeader},
 		{"watch", "stream every leadership change", runWatch},
 		{"resign", "ask this agent, if it leads, to hand leadership over", runResign},
 		{"exec", "run a command only while this node leads", runExec},
@@ -84,7 +87,15 @@ func dispatchContext(ctx context.Context, args []string, stdout, stderr io.Write
 			return c.run(ctx, args[1:], stdout, stderr)
 		}
 	}
-	fmt.Fprintf(stderr, "agent: unknown command %q\n\n", args[0])
+	fmt.Fprintf(stderr, "agent: unknown command %q", args[0])
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	if near := suggest.Closest(args[0], names); near != "" {
+		fmt.Fprintf(stderr, "; did you mean %q?", near)
+	}
+	fmt.Fprint(stderr, "\n\n")
 	usage(stderr)
 	return 2
 }
@@ -100,24 +111,45 @@ func usage(w io.Writer) {
 }
 
 // parseFlags parses args with fs; it returns an exit code and false when
-// the command should stop (help asked, or a bad flag).
+// the command should stop (help asked, or a bad flag). -h prints every
+// flag; a bad flag prints only the error, a guess at the flag meant and a
+// pointer to -h, so the mistake is not scrolled away by the whole list
+// (agent run has a flag per configuration key).
 func parseFlags(fs *flag.FlagSet, args []string) (int, bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0, false
+	full := fs.Usage
+	if full == nil {
+		full = func() {
+			fmt.Fprintf(fs.Output(), "Usage of %s:\n", fs.Name())
+			fs.PrintDefaults()
 		}
-		return 2, false
 	}
-	return 0, true
+	fs.Usage = func() {} // the flag package calls it on every error
+	err := fs.Parse(args)
+	fs.Usage = full
+	if err == nil {
+		return 0, true
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		full()
+		return 0, false
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+		if near := suggest.Closest(name, names); near != "" {
+			fmt.Fprintf(fs.Output(), "did you mean -%s?\n", near)
+		}
+	}
+	fmt.Fprintf(fs.Output(), "Run '%s -h' to list its flags.\n", fs.Name())
+	return 2, false
 }
 
 // noArgs reports whether fs was given no arguments after its flags; if it
-// was, it says so and prints the command's usage.
+// was, it says so and where to find the command's usage.
 func noArgs(fs *flag.FlagSet) bool {
 	if fs.NArg() == 0 {
 		return true
 	}
-	fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-	fs.Usage()
+	fmt.Fprintf(fs.Output(), "%s: unexpected argument %q (flags go before arguments, as -name=value)\nRun '%s -h' to list its flags.\n", fs.Name(), fs.Arg(0), fs.Name())
 	return false
 }

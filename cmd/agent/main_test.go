@@ -158,17 +158,23 @@ func newTestCluster(t *testing.T, n int, protocol string) *testCluster {
 	tc.done = make([]chan error, n)
 	t.Cleanup(tc.stopAll)
 	for i := range n {
-		ctx, cancel := context.WithCancel(context.Background())
-		a, err := agent.New(ctx, tc.cfgs[i], agent.Options{})
-		if err != nil {
-			cancel()
-			t.Fatalf("start n%d: %v", i+1, err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- a.Run(ctx) }()
-		tc.agents[i], tc.cancel[i], tc.done[i] = a, cancel, done
+		tc.start(i)
 	}
 	return tc
+}
+
+// start starts agent i from tc.cfgs[i] (again, after stop).
+func (tc *testCluster) start(i int) {
+	tc.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err := agent.New(ctx, tc.cfgs[i], agent.Options{})
+	if err != nil {
+		cancel()
+		tc.t.Fatalf("start n%d: %v", i+1, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	tc.agents[i], tc.cancel[i], tc.done[i] = a, cancel, done
 }
 
 // startSingle starts a one-node majority cluster, which elects itself at

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"go.uber.org/zap"
@@ -24,12 +25,24 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
+	if fs.NArg() == 1 && *path == "" && strings.HasSuffix(fs.Arg(0), ".toml") {
+		fmt.Fprintf(stderr, "agent run: unexpected argument %q: pass the file with -config, as in: agent run -config %s\n", fs.Arg(0), fs.Arg(0))
+		return 2
+	}
 	if !noArgs(fs) {
 		return 2
 	}
 	cfg, err := config.Load(*path, overrides.Apply)
 	if err != nil {
-		fmt.Fprintf(stderr, "agent: %v\n", err)
+		if *path == "" {
+			// Without -config only flags configure the agent, so every
+			// required key is "missing": say what is really missing.
+			fmt.Fprintf(stderr, "agent run: -config FILE is missing: there is no default configuration file.\n"+
+				"  Start from the example, which documents every key: agent run -config config.example.toml\n"+
+				"  (or set each key below with its flag, e.g. -node.name=n1)\n%v\n", err)
+			return 2
+		}
+		fmt.Fprintf(stderr, "agent run: %v\n", err)
 		return 2
 	}
 	lg, err := newLogger(cfg.Log, stderr)
