@@ -23,7 +23,13 @@ import (
 	"github.com/conclave-agent/conclave/fence"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// agents_test.go runs this binary as scheduler replicas.
+	if os.Getenv(childEnv) == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // store is where a test's replicas keep their jobs: a SQLite file, or a
 // fresh schema in the PostgreSQL server $CONCLAVE_TEST_POSTGRES names.
