@@ -4,12 +4,16 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/conclave-agent/conclave/client"
 )
@@ -129,4 +133,101 @@ func TestNotifyWithoutSystemd(t *testing.T) {
 	t.Setenv("NOTIFY_SOCKET", "")
 	stop := notifySystemd(context.Background(), filepath.Join(t.TempDir(), "none.sock"), false, nil)
 	stop() // must return at once: no goroutine was started
+}
+
+// healthServer answers GET /v1/health on a Unix socket, or, once hang is
+// set, holds each request until the client gives up: a stuck event loop.
+type healthServer struct {
+	mu       sync.Mutex
+	hang     bool
+	answered int // health requests answered 200
+	hung     int // health requests held
+}
+
+func (h *healthServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	hang := h.hang
+	if hang {
+		h.hung++
+	} else {
+		h.answered++
+	}
+	h.mu.Unlock()
+	if hang {
+		<-r.Context().Done()
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(`{"status":"ok"}`))
+}
+
+func (h *healthServer) counts() (answered, hung int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.answered, h.hung
+}
+
+// TestWatchdogPingsOnlyAfterLoopAnswers: every WATCHDOG=1 follows a health
+// answer from the loop, so when the loop stops answering the pings stop
+// (a free-running timer would go on pinging a stuck agent).
+func TestWatchdogPingsOnlyAfterLoopAnswers(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "agent.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &healthServer{}
+	srv := &http.Server{Handler: hs}
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Close()
+
+	var mu sync.Mutex
+	var states []string
+	notifyListener(t, func(s string) {
+		mu.Lock()
+		states = append(states, s)
+		mu.Unlock()
+	})
+	pings := func() (n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, s := range states {
+			if s == "WATCHDOG=1" {
+				n++
+			}
+		}
+		return n
+	}
+	t.Setenv("WATCHDOG_USEC", "100000")
+	t.Setenv("WATCHDOG_PID", strconv.Itoa(os.Getpid()))
+	stop := notifySystemd(context.Background(), sock, false, zap.NewNop())
+	defer stop()
+
+	eventually(t, 20*time.Second, "two watchdog pings", func() bool { return pings() >= 2 })
+	hs.mu.Lock()
+	hs.hang = true
+	hs.mu.Unlock()
+	eventually(t, 20*time.Second, "three health requests to a stuck loop", func() bool {
+		_, hung := hs.counts()
+		return hung >= 3
+	})
+	stop()
+	answered, _ := hs.counts()
+	// stop has sent STOPPING=1; the listener reads it in its own time.
+	eventually(t, 20*time.Second, "STOPPING=1", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return states[len(states)-1] == "STOPPING=1"
+	})
+	n := pings()
+	mu.Lock()
+	first, last := states[0], states[len(states)-1]
+	mu.Unlock()
+	if !strings.HasPrefix(first, "READY=1") || last != "STOPPING=1" {
+		t.Fatalf("datagrams from %q to %q: want READY=1 first and STOPPING=1 last", first, last)
+	}
+	// One answer was READY's; each ping needs one more.
+	if n > answered-1 {
+		t.Fatalf("%d watchdog pings for %d health answers after READY: pings went on while the loop did not answer", n, answered-1)
+	}
 }
