@@ -7,10 +7,12 @@ $CONCLAVE_AGENT_BIN names the agent binary; without it the tests build one
 with `go build` (scripts/test passes the one it built).
 """
 
+import http.server
 import os
 import shutil
 import signal
 import socket
+import socketserver
 import subprocess
 import sys
 import tempfile
@@ -228,6 +230,93 @@ class ClusterTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, "example.py: %s %s" % (out, r.stderr))
         self.assertIn("leading in epoch", out)
         self.assertIn("round 3 in epoch", out)
+
+
+class _FakeAgent(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    """A confused or hostile process on the socket: answers chosen per path."""
+    daemon_threads = True
+
+
+class _FakeHandler(http.server.BaseHTTPRequestHandler):
+    answers = {}  # path -> (status, body bytes)
+
+    def do_GET(self):
+        self._answer()
+
+    def do_POST(self):
+        self._answer()
+
+    def _answer(self):
+        status, body = self.answers.get(self.path.split("?")[0], (404, b'{"error":"no such path"}'))
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def address_string(self):
+        return "unix"
+
+    def log_message(self, *args):
+        pass
+
+
+class BadAnswersTest(unittest.TestCase):
+    """Bad input from the socket is a clear AgentError, never a crash or an
+    unbounded read."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="conclave-py-fake-")
+        self.sock = os.path.join(self.dir, "agent.sock")
+        _FakeHandler.answers = {
+            "/v1/status": (500, b"boom: not json"),
+            "/v1/resign": (409, b'{"error":"this node does not lead"}'),
+            "/v1/members": (200, b"[" + b" " * (conclave.MAX_ANSWER_BYTES + 10) + b"]"),
+            "/v1/leader": (200, b"{not json"),
+            "/v1/watch": (200, b'{"node":"n1","role":"leader","epoch":4}\n{"error":"watcher lagged"}\n'),
+        }
+        self.srv = _FakeAgent(self.sock, _FakeHandler)
+        self.thread = threading.Thread(target=self.srv.serve_forever, daemon=True)
+        self.thread.start()
+        self.c = conclave.Client(self.sock)
+
+    def tearDown(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+        self.thread.join()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_errors(self):
+        with self.assertRaises(conclave.AgentError) as cm:
+            self.c.status()
+        self.assertEqual(cm.exception.status, 500)
+        self.assertIn("boom", cm.exception.message)
+        with self.assertRaises(conclave.NotLeaderError) as cm:
+            self.c.resign()
+        self.assertEqual(cm.exception.message, "this node does not lead")
+        with self.assertRaises(conclave.AgentError) as cm:
+            self.c.members()
+        self.assertIn("larger than", str(cm.exception))
+        with self.assertRaises(conclave.AgentError) as cm:
+            self.c.leader()
+        self.assertIn("decoding", str(cm.exception))
+        with self.assertRaises(conclave.AgentError) as cm:
+            self.c.health()
+        self.assertEqual(cm.exception.status, 404)
+
+    def test_watch_error_line_ends_stream(self):
+        with self.c.watch() as w:
+            st = next(w)
+            self.assertEqual((st.node, st.role, st.epoch), ("n1", "leader", 4))
+            with self.assertRaises(conclave.WatchEnded) as cm:
+                next(w)
+            self.assertEqual(cm.exception.message, "watcher lagged")
+
+    def test_watch_line_too_long(self):
+        _FakeHandler.answers["/v1/watch"] = (200, b'{"node":"' + b"x" * (conclave.MAX_WATCH_LINE + 1) + b'"}\n')
+        with self.c.watch() as w:
+            with self.assertRaises(conclave.AgentError) as cm:
+                next(w)
+            self.assertIn("longer than", str(cm.exception))
 
 
 class OfflineTest(unittest.TestCase):
