@@ -73,7 +73,11 @@ func backends(t *testing.T) []backend {
 		bs = append(bs, backend{name: "mysql", dialect: fence.MySQL, open: func(t *testing.T, lockFail bool) *sql.DB {
 			d := dsn
 			if lockFail {
-				d += "?innodb_lock_wait_timeout=1" // whole seconds only
+				sep := "?"
+				if strings.Contains(d, "?") {
+					sep = "&"
+				}
+				d += sep + "innodb_lock_wait_timeout=1" // whole seconds only
 			}
 			return openDB(t, "mysql", d)
 		}})
