@@ -15,6 +15,7 @@
 //     one-row epoch table raised by the new leader with
 //     UPDATE … SET epoch = token WHERE epoch < token, and every side-effecting
 //     transaction first checking epoch = token under a shared lock (FOR SHARE,
+//     LOCK IN SHARE MODE on MySQL/MariaDB,
 //     or SQLite's write transaction), so the check and the write commit
 //     together or not at all.
 //

@@ -17,7 +17,9 @@ const (
 	// Postgres: $1 placeholders; the check reads the epoch row FOR SHARE,
 	// so a concurrent raise waits for the transaction to end.
 	Postgres Dialect = iota
-	// MySQL (8.0 and later, InnoDB): ? placeholders, FOR SHARE.
+	// MySQL and MariaDB (InnoDB): ? placeholders; the check reads the
+	// epoch row LOCK IN SHARE MODE, which both accept (MariaDB, at least
+	// to 10.11, rejects MySQL 8's FOR SHARE spelling).
 	MySQL
 	// SQLite: ? placeholders and no row locks; every fenced transaction is
 	// a write transaction (BEGIN IMMEDIATE), which excludes a concurrent
@@ -187,7 +189,11 @@ func (f *SQL) Do(ctx context.Context, token uint64, fn func(Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("fence: begin: %w", err)
 	}
-	q := fmt.Sprintf("SELECT epoch FROM %s WHERE id = 1 FOR SHARE", t)
+	lock := "FOR SHARE"
+	if f.Dialect == MySQL {
+		lock = "LOCK IN SHARE MODE"
+	}
+	q := fmt.Sprintf("SELECT epoch FROM %s WHERE id = 1 %s", t, lock)
 	if err := check(ctx, tx, q, token, fn); err != nil {
 		_ = tx.Rollback()
 		return err

@@ -9,15 +9,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/control"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/peerstore"
 	"github.com/libp2p/go-libp2p/core/protocol"
-	"github.com/libp2p/go-libp2p/p2p/security/noise"
-	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
 	"go.uber.org/zap"
 
@@ -104,38 +101,34 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		byPeer:  map[peer.ID]protocols.ID{},
 		streams: map[network.Stream]struct{}{},
 	}
-	opts := []libp2p.Option{
-		libp2p.Identity(key),
-		libp2p.ListenAddrStrings(cfg.Listen),
-		// Without reuseport, two members that dial each other at once
-		// get two connections. With it both dial from their listen
-		// ports, TCP merges the two attempts into one simultaneous open,
-		// both sides act as initiator and the Noise handshake fails
-		// (seen as "noise: message is too short"), losing the first
-		// messages of an election. Reuseport only helps NAT traversal,
-		// which we do not use.
-		libp2p.Transport(tcp.NewTCPTransport, tcp.DisableReuseport()),
-		libp2p.Security(noise.ID, noise.New),
-		libp2p.ConnectionGater(gater{t}),
-		libp2p.DisableRelay(),
-		libp2p.Ping(false),
-		libp2p.DisableMetrics(),
-		libp2p.UserAgent("conclave"),
+	listen, err := ma.NewMultiaddr(cfg.Listen)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("transport: listen address %q: %w", cfg.Listen, err)
 	}
+	// Without reuseport, two members that dial each other at once
+	// get two connections. With it both dial from their listen
+	// ports, TCP merges the two attempts into one simultaneous open,
+	// both sides act as initiator and the Noise handshake fails
+	// (seen as "noise: message is too short"), losing the first
+	// messages of an election. Reuseport only helps NAT traversal,
+	// which we do not use. Relay, ping and metrics stay off: the
+	// host is built from its parts (libp2p.go).
+	parts := hostParts{key: key, listen: listen, gater: gater{t}}
 	if advertise != nil {
 		// Only the advertised address: a listen address behind the NAT
 		// or the proxy would let peers bypass it, or dial a private
 		// address they cannot reach.
-		opts = append(opts, libp2p.AddrsFactory(func([]ma.Multiaddr) []ma.Multiaddr {
+		parts.addrs = func([]ma.Multiaddr) []ma.Multiaddr {
 			return []ma.Multiaddr{advertise}
-		}))
+		}
 	}
 	if len(cfg.ClusterKey) > 0 {
-		opts = append(opts, libp2p.PrivateNetwork(DerivePSK(cfg.ClusterKey)))
+		parts.psk = DerivePSK(cfg.ClusterKey)
 	} else {
 		t.log.Warn("no cluster key: election traffic is authenticated by peer id only, not limited to the cluster's private network")
 	}
-	h, err := libp2p.New(opts...)
+	h, err := newLibp2pHost(parts)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("transport: start libp2p on %q: %w", cfg.Listen, err)

@@ -59,6 +59,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		lg.Error("cannot start", zap.Error(err))
 		return 1
 	}
+	// Type=notify: READY once the socket answers (see notify.go).
+	defer notifySystemd(ctx, cfg.API.Socket, len(cfg.Gossip.Join) > 0, lg)()
 	if err := a.Run(ctx); err != nil {
 		lg.Error("stopped", zap.Error(err))
 		return 1

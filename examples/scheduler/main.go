@@ -1,7 +1,8 @@
 // Command scheduler is an example singleton job scheduler fenced by the
 // agent's epoch: run one replica beside every agent; the replica whose
-// agent leads enqueues one job per second into a shared SQLite database,
-// and every other replica waits.
+// agent leads enqueues one job per second into a shared database — a
+// SQLite file (-db), or PostgreSQL (-postgres DSN) — and every other
+// replica waits.
 //
 // Each job row carries the (schedule, tick) pair, tick being the unix
 // second it is for, under a UNIQUE key, so two leaders racing for the same
@@ -36,6 +37,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
 
 	"github.com/conclave-agent/conclave/api"
@@ -92,6 +95,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	socket := fs.String("socket", api.DefaultSocketPath(), "agent socket")
 	dbPath := fs.String("db", "jobs.db", "SQLite database shared by all replicas")
+	pgDSN := fs.String("postgres", "", "PostgreSQL DSN (e.g. \"host=/run/postgresql dbname=jobs\"): use it instead of -db")
 	schedule := fs.String("schedule", "every-second", "schedule id, part of the UNIQUE key")
 	fenced := fs.Bool("fence", true, "check the epoch in every write (false: control runs only)")
 	unique := fs.Bool("unique", true, "UNIQUE (schedule, tick) when creating the table (false: control runs only)")
@@ -104,7 +108,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	db, err := openDB(ctx, *dbPath, *unique)
+	dialect, db, err := fence.SQLite, (*sql.DB)(nil), error(nil)
+	if *pgDSN != "" {
+		dialect = fence.Postgres
+		db, err = openPostgres(ctx, *pgDSN, *unique)
+	} else {
+		db, err = openDB(ctx, *dbPath, *unique)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "scheduler: %v\n", err)
 		return exitError
@@ -112,7 +122,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer db.Close()
 	s := &scheduler{
 		c: client.New(*socket), db: db, schedule: *schedule, fenced: *fenced, out: stdout,
-		f: &fence.SQL{DB: db, Dialect: fence.SQLite},
+		f: &fence.SQL{DB: db, Dialect: dialect},
 	}
 	defer s.c.Close()
 	if err := s.f.Init(ctx); err != nil {
@@ -146,6 +156,32 @@ func openDB(ctx context.Context, path string, unique bool) (*sql.DB, error) {
 	if _, err := db.ExecContext(ctx, q); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("create jobs table in %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// openPostgres connects to PostgreSQL (pgx) and creates the jobs table.
+// The pool is small: one replica writes once a second.
+func openPostgres(ctx context.Context, dsn string, unique bool) (*sql.DB, error) {
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	db.SetMaxOpenConns(4)
+	key := ", UNIQUE (schedule, tick)"
+	if !unique {
+		key = ""
+	}
+	q := `CREATE TABLE IF NOT EXISTS jobs (
+		seq BIGSERIAL PRIMARY KEY,
+		schedule TEXT NOT NULL,
+		tick BIGINT NOT NULL,
+		epoch BIGINT NOT NULL,
+		node TEXT NOT NULL,
+		at_ns BIGINT NOT NULL` + key + `)`
+	if _, err := db.ExecContext(ctx, q); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("create jobs table in postgres: %w", err)
 	}
 	return db, nil
 }
@@ -259,10 +295,12 @@ func nextSecond(t time.Time) time.Time {
 
 // write enqueues the job of one tick and says what became of it.
 func (s *scheduler) write(ctx context.Context, epoch uint64, tick int64) (string, error) {
+	q := "INSERT INTO jobs (schedule, tick, epoch, node, at_ns) VALUES (?, ?, ?, ?, ?)"
+	if s.f.Dialect == fence.Postgres {
+		q = "INSERT INTO jobs (schedule, tick, epoch, node, at_ns) VALUES ($1, $2, $3, $4, $5)"
+	}
 	insert := func(tx fence.Tx) error {
-		_, err := tx.ExecContext(ctx,
-			"INSERT INTO jobs (schedule, tick, epoch, node, at_ns) VALUES (?, ?, ?, ?, ?)",
-			s.schedule, tick, epoch, s.node, time.Now().UnixNano())
+		_, err := tx.ExecContext(ctx, q, s.schedule, tick, epoch, s.node, time.Now().UnixNano())
 		return err
 	}
 	var err error
@@ -278,9 +316,20 @@ func (s *scheduler) write(ctx context.Context, epoch uint64, tick int64) (string
 		return "stale", err
 	case errors.Is(err, fence.ErrNotRaised):
 		return "not_raised", err
-	case strings.Contains(err.Error(), "UNIQUE constraint failed"):
+	case isUniqueViolation(err):
 		// Another leader already enqueued this tick: nothing to do.
 		return "duplicate", err
 	}
 	return "error", fmt.Errorf("enqueue tick %d: %w", tick, err)
+}
+
+// isUniqueViolation tells whether err is the UNIQUE (schedule, tick) key
+// refusing a second job: PostgreSQL's SQLSTATE 23505, or SQLite's message
+// (modernc.org/sqlite has no exported error code type worth importing).
+func isUniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "23505"
+	}
+	return strings.Contains(err.Error(), "UNIQUE constraint failed")
 }

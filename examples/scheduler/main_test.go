@@ -3,13 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,16 +23,76 @@ import (
 	"github.com/conclave-agent/conclave/fence"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// agents_test.go runs this binary as scheduler replicas.
+	if os.Getenv(childEnv) == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	goleak.VerifyTestMain(m)
+}
 
-func newScheduler(t *testing.T, path string, fenced, unique bool) *scheduler {
+// store is where a test's replicas keep their jobs: a SQLite file, or a
+// fresh schema in the PostgreSQL server $CONCLAVE_TEST_POSTGRES names.
+type store struct {
+	sqlitePath string
+	pgDSN      string
+}
+
+// stores returns the SQLite store and, when $CONCLAVE_TEST_POSTGRES is
+// set (eval "$(bash scripts/databases start)"), a PostgreSQL one.
+func stores(t *testing.T) map[string]store {
 	t.Helper()
-	db, err := openDB(context.Background(), path, unique)
+	out := map[string]store{"sqlite": {sqlitePath: filepath.Join(t.TempDir(), "jobs.db")}}
+	dsn := os.Getenv("CONCLAVE_TEST_POSTGRES")
+	if dsn == "" {
+		t.Log("PostgreSQL mode not tested: CONCLAVE_TEST_POSTGRES is not set (eval \"$(bash scripts/databases start)\" sets it)")
+		return out
+	}
+	admin, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	schema := fmt.Sprintf("sched_%d_%d", os.Getpid(), schemaSeq.Add(1))
+	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
+		t.Fatalf("postgres: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.Exec("DROP SCHEMA " + schema + " CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	// pgx passes unknown keys as run-time parameters: every connection
+	// of this test lives in its own schema.
+	out["postgres"] = store{pgDSN: dsn + " search_path=" + schema}
+	return out
+}
+
+var schemaSeq atomic.Int64
+
+func (st store) args() []string {
+	if st.pgDSN != "" {
+		return []string{"-postgres", st.pgDSN}
+	}
+	return []string{"-db", st.sqlitePath}
+}
+
+func newScheduler(t *testing.T, st store, fenced, unique bool) *scheduler {
+	t.Helper()
+	var db *sql.DB
+	var err error
+	dialect := fence.SQLite
+	if st.pgDSN != "" {
+		dialect = fence.Postgres
+		db, err = openPostgres(context.Background(), st.pgDSN, unique)
+	} else {
+		db, err = openDB(context.Background(), st.sqlitePath, unique)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	s := &scheduler{db: db, f: &fence.SQL{DB: db, Dialect: fence.SQLite}, schedule: "s", fenced: fenced, out: &bytes.Buffer{}, node: "n1"}
+	s := &scheduler{db: db, f: &fence.SQL{DB: db, Dialect: dialect}, schedule: "s", fenced: fenced, out: &bytes.Buffer{}, node: "n1"}
 	if err := s.f.Init(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -39,10 +103,15 @@ func newScheduler(t *testing.T, path string, fenced, unique bool) *scheduler {
 // leader's next write into "stale"; a second job for one tick is a
 // "duplicate" collision, not a second row.
 func TestWriteFencedStaleAndCollision(t *testing.T) {
+	for name, st := range stores(t) {
+		t.Run(name, func(t *testing.T) { testWriteFencedStaleAndCollision(t, st) })
+	}
+}
+
+func testWriteFencedStaleAndCollision(t *testing.T, st store) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "jobs.db")
-	old := newScheduler(t, path, true, true)
-	young := newScheduler(t, path, true, true)
+	old := newScheduler(t, st, true, true)
+	young := newScheduler(t, st, true, true)
 	if err := old.f.Raise(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -67,12 +136,20 @@ func TestWriteFencedStaleAndCollision(t *testing.T) {
 // TestWriteUnfencedAcceptsStale is the control: without the check and the
 // key, the old leader's job goes in beside the new one's.
 func TestWriteUnfencedAcceptsStale(t *testing.T) {
-	ctx := context.Background()
-	s := newScheduler(t, filepath.Join(t.TempDir(), "jobs.db"), false, false)
-	for _, epoch := range []uint64{2, 1} {
-		if res, err := s.write(ctx, epoch, 100); res != "accepted" {
-			t.Fatalf("unfenced write in epoch %d: %s %v", epoch, res, err)
-		}
+	for name, st := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			s := newScheduler(t, st, false, false)
+			for _, epoch := range []uint64{2, 1} {
+				if res, err := s.write(ctx, epoch, 100); res != "accepted" {
+					t.Fatalf("unfenced write in epoch %d: %s %v", epoch, res, err)
+				}
+			}
+			var n int
+			if err := s.db.QueryRow("SELECT count(*) FROM jobs WHERE tick = 100").Scan(&n); err != nil || n != 2 {
+				t.Fatalf("%d jobs for tick 100 (%v), want 2 (the control run's duplicate)", n, err)
+			}
+		})
 	}
 }
 
@@ -130,14 +207,19 @@ func (s *syncBuffer) String() string {
 // TestExitsOnLossOfLeadership: leader in epoch 4, raise, then the agent
 // says follower — the replica exits with status 3 at once.
 func TestExitsOnLossOfLeadership(t *testing.T) {
+	for name, st := range stores(t) {
+		t.Run(name, func(t *testing.T) { testExitsOnLossOfLeadership(t, st) })
+	}
+}
+
+func testExitsOnLossOfLeadership(t *testing.T, st store) {
 	statuses := make(chan api.Status, 4)
 	sock := fakeAgent(t, statuses)
 	statuses <- api.Status{Node: "n1", Role: api.RoleFollower, Epoch: 3}
 	statuses <- api.Status{Node: "n1", Role: api.RoleLeader, Leader: "n1", Epoch: 4}
 	var out syncBuffer
 	done := make(chan int, 1)
-	db := filepath.Join(t.TempDir(), "jobs.db")
-	go func() { done <- run([]string{"-socket", sock, "-db", db}, &out, &out) }()
+	go func() { done <- run(append([]string{"-socket", sock}, st.args()...), &out, &out) }()
 	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(out.String(), `"ev":"raise"`) {
 		if time.Now().After(deadline) {

@@ -1,0 +1,363 @@
+"""Python client of the conclave agent's local socket API (standard library only).
+
+The agent answers HTTP/1.1 and JSON on a Unix socket. This module is the
+Python counterpart of the Go package ``client``: copy it next to your program
+(Python 3.8 or later, no dependencies).
+
+    import conclave
+    c = conclave.Client("/run/conclave/agent.sock")   # or $CONCLAVE_SOCKET
+    st = c.status()
+    if st.leads_now():
+        do_leader_work(fencing_token=st.epoch)
+
+    for st in c.watch():          # the current status, then every change
+        ...
+
+Leadership is never cached here: every answer is the agent's at the time of
+asking. A program that acts as leader holds the epoch it was given, passes
+it to whatever it changes (the fencing token), and re-checks with
+``Status.leads_now()`` or follows ``watch()``.
+"""
+
+import http.client
+import json
+import os
+import socket
+import time
+import urllib.parse
+
+__all__ = [
+    "Client", "Status", "Leader", "Member", "Quorum", "Watcher",
+    "AgentError", "NotLeaderError", "WatchEnded",
+    "DEFAULT_SOCKET", "ENV_SOCKET", "STALE_AFTER",
+]
+
+ENV_SOCKET = "CONCLAVE_SOCKET"
+DEFAULT_SOCKET = "data/n1/agent.sock"
+
+# An answer older than this no longer vouches for leadership (the rule
+# `agent exec` applies; bully and ring have no lease to go by).
+STALE_AFTER = 1.0
+
+# Bounds on what is read, so a confused peer on the socket cannot make the
+# client allocate without limit (the Go client's bounds).
+MAX_ANSWER_BYTES = 4 << 20
+MAX_WATCH_LINE = 64 << 10
+
+# The agent caps a blocking /v1/leader at this many seconds.
+MAX_WAIT = 300.0
+
+
+def default_socket_path():
+    """$CONCLAVE_SOCKET when set and not empty, else data/n1/agent.sock."""
+    return os.environ.get(ENV_SOCKET) or DEFAULT_SOCKET
+
+
+class AgentError(Exception):
+    """A non-2xx answer from the agent, or an agent that cannot be reached
+    (status 0)."""
+
+    def __init__(self, path, status, message):
+        self.path, self.status, self.message = path, status, message
+        super().__init__("agent %s: %s %s" % (path, status or "unreachable", message))
+
+
+class NotLeaderError(AgentError):
+    """409 from resign: this node does not lead."""
+
+
+class WatchEnded(AgentError):
+    """The agent ended the watch stream (the watcher lagged, or the agent
+    is stopping). Watch again to resume."""
+
+
+class Quorum:
+    """The configured voters (majority); in bully and ring, live members."""
+
+    __slots__ = ("voters", "reachable", "healthy")
+
+    def __init__(self, d):
+        d = d or {}
+        self.voters = int(d.get("voters", 0))
+        self.reachable = int(d.get("reachable", 0))
+        self.healthy = bool(d.get("healthy", False))
+
+    def __repr__(self):
+        return "Quorum(voters=%d, reachable=%d, healthy=%s)" % (self.voters, self.reachable, self.healthy)
+
+
+class Status:
+    """This agent's view of the election at one instant (GET /v1/status).
+
+    ``asked_at`` is time.monotonic() when the request was sent: the lease
+    counts from then, not from when the answer arrived.
+    """
+
+    __slots__ = ("node", "id", "protocol", "role", "leader", "epoch", "lease_ms",
+                 "members", "quorum", "asked_at")
+
+    def __init__(self, d, asked_at):
+        self.node = d.get("node", "")
+        self.id = int(d.get("id", 0))
+        self.protocol = d.get("protocol", "")
+        self.role = d.get("role", "")
+        self.leader = d.get("leader", "")
+        self.epoch = int(d.get("epoch", 0))
+        self.lease_ms = int(d.get("lease_ms", 0))
+        self.members = int(d.get("members", 0))
+        self.quorum = Quorum(d.get("quorum"))
+        self.asked_at = asked_at
+
+    @property
+    def is_leader(self):
+        """The agent said this node leads (at the time of asking)."""
+        return self.role == "leader"
+
+    def leads_now(self, now=None):
+        """Whether this answer still vouches for this node's leadership now.
+
+        The rule of `agent exec`: the agent said "leader", the answer is at
+        most STALE_AFTER seconds old, and, when the protocol has a lease
+        (majority), the lease counted from when the question was asked has
+        not run out. A paused or slow process therefore stops believing it
+        leads on its own; ask again (or watch) to renew.
+        """
+        if not self.is_leader:
+            return False
+        now = time.monotonic() if now is None else now
+        if now - self.asked_at > STALE_AFTER:
+            return False
+        if self.lease_ms > 0 and now > self.asked_at + self.lease_ms / 1000.0:
+            return False
+        return True
+
+    def __repr__(self):
+        return "Status(node=%r, role=%r, leader=%r, epoch=%d, lease_ms=%d)" % (
+            self.node, self.role, self.leader, self.epoch, self.lease_ms)
+
+
+class Leader:
+    """Who leads (GET /v1/leader)."""
+
+    __slots__ = ("leader", "epoch", "is_self")
+
+    def __init__(self, d):
+        self.leader = d.get("leader", "")
+        self.epoch = int(d.get("epoch", 0))
+        self.is_self = bool(d.get("is_self", False))
+
+    def __repr__(self):
+        return "Leader(leader=%r, epoch=%d, is_self=%s)" % (self.leader, self.epoch, self.is_self)
+
+
+class Member:
+    """One node as this agent sees it (GET /v1/members)."""
+
+    __slots__ = ("name", "id", "addr", "state", "phi")
+
+    def __init__(self, d):
+        self.name = d.get("name", "")
+        self.id = int(d.get("id", 0))
+        self.addr = d.get("addr", "")
+        self.state = d.get("state", "")
+        self.phi = float(d.get("phi", 0))
+
+    def __repr__(self):
+        return "Member(name=%r, state=%r, phi=%.2f)" % (self.name, self.state, self.phi)
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout):
+        super().__init__("agent", timeout=timeout)
+        self._path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.settimeout(self.timeout)
+            s.connect(self._path)
+        except BaseException:
+            s.close()
+            raise
+        self.sock = s
+
+
+def _go_duration(seconds):
+    """Seconds as a Go duration string ("1.5s")."""
+    ms = max(1, int(round(seconds * 1000)))
+    return "%dms" % ms
+
+
+class Client:
+    """Talks to one agent over its Unix socket. Each call opens its own
+    connection, so a Client may be shared between threads.
+
+    timeout bounds each request (seconds); blocking calls add their wait.
+    """
+
+    def __init__(self, socket_path=None, timeout=5.0):
+        self.socket_path = socket_path or default_socket_path()
+        self.timeout = timeout
+
+    # -- requests --------------------------------------------------------
+
+    def _open(self, method, path, query=None, timeout=None):
+        url = path + ("?" + urllib.parse.urlencode(query) if query else "")
+        conn = _UnixConnection(self.socket_path, self.timeout if timeout is None else timeout)
+        try:
+            conn.request(method, url, headers={"Host": "agent"})
+            resp = conn.getresponse()
+        except OSError as e:
+            conn.close()
+            raise AgentError(path, 0, "%s (is the agent running? socket %s)" % (e, self.socket_path)) from e
+        except http.client.HTTPException as e:
+            conn.close()
+            raise AgentError(path, 0, "bad answer: %s" % e) from e
+        return conn, resp
+
+    def _call(self, method, path, query=None, timeout=None):
+        conn, resp = self._open(method, path, query, timeout)
+        try:
+            body = resp.read(MAX_ANSWER_BYTES + 1)
+        except (OSError, http.client.HTTPException) as e:
+            raise AgentError(path, 0, "reading answer: %s" % e) from e
+        finally:
+            conn.close()
+        if len(body) > MAX_ANSWER_BYTES:
+            raise AgentError(path, resp.status, "answer larger than %d bytes" % MAX_ANSWER_BYTES)
+        if resp.status // 100 != 2:
+            raise _answer_error(path, resp.status, body)
+        try:
+            return json.loads(body)
+        except ValueError as e:
+            raise AgentError(path, resp.status, "decoding answer: %s" % e) from e
+
+    # -- the API ---------------------------------------------------------
+
+    def status(self, consistent=False):
+        """The agent's status. consistent=True has the leader confirm its
+        leadership with a quorum first (majority only; others answer 400)."""
+        asked_at = time.monotonic()
+        d = self._call("GET", "/v1/status", {"consistent": "true"} if consistent else None)
+        return Status(d, asked_at)
+
+    def leader(self, index=None, wait=None):
+        """Who leads. With wait (seconds) the call blocks until the epoch
+        exceeds index (default 0) or wait passes (the agent caps it at 300 s),
+        then answers with the leader of that moment: compare the epoch with
+        index to tell which happened."""
+        if wait is None or wait <= 0:
+            return Leader(self._call("GET", "/v1/leader"))
+        wait = min(float(wait), MAX_WAIT)
+        q = {"index": str(index or 0), "wait": _go_duration(wait)}
+        return Leader(self._call("GET", "/v1/leader", q, timeout=self.timeout + wait))
+
+    def wait_for_leader(self, timeout=60.0):
+        """Blocks until some node leads and returns it, or raises
+        TimeoutError after timeout seconds."""
+        deadline = time.monotonic() + timeout
+        l = self.leader()
+        while not l.leader:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no leader within %.1f s" % timeout)
+            # Blocks until the epoch moves past the one seen (a new
+            # leadership), polled at most every second when an epoch passes
+            # without a leader (an election in progress).
+            l = self.leader(index=l.epoch, wait=min(left, 1.0) if l.epoch else left)
+        return l
+
+    def members(self):
+        """Every member the agent knows."""
+        return [Member(m) for m in self._call("GET", "/v1/members")]
+
+    def resign(self):
+        """Asks the agent to hand leadership over. Raises NotLeaderError when
+        it does not lead (and AgentError 403 when the caller is neither the
+        agent's user nor root)."""
+        self._call("POST", "/v1/resign")
+
+    def health(self):
+        """Returns while the agent runs its event loop; raises AgentError
+        otherwise."""
+        self._call("GET", "/v1/health")
+
+    def watch(self):
+        """A stream of the agent's status: the current one first, then every
+        change. Iterate it; close it (or use it in a with block) when done."""
+        asked_at = time.monotonic()
+        # No read timeout: a quiet stream is a stable cluster.
+        conn, resp = self._open("GET", "/v1/watch", timeout=None)
+        if resp.status != 200:
+            try:
+                body = resp.read(MAX_ANSWER_BYTES)
+            finally:
+                conn.close()
+            raise _answer_error("/v1/watch", resp.status, body)
+        return Watcher(conn, resp, asked_at)
+
+
+class Watcher:
+    """Iterator over a /v1/watch stream.
+
+    Each Status's asked_at is when the client began waiting for its line
+    (the request itself, for the first): the line may have been written any
+    time after that, so its lease is counted from then, as `agent exec`
+    does. A line that took long to come therefore no longer vouches for
+    leadership; a leader that must know it still leads polls status().
+    """
+
+    def __init__(self, conn, resp, asked_at):
+        self._conn, self._resp = conn, resp
+        self._waiting_since = asked_at
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        asked_at = self._waiting_since
+        try:
+            line = self._resp.readline(MAX_WATCH_LINE + 1)
+        except (OSError, ValueError, http.client.HTTPException) as e:
+            if self._resp.closed or self._conn.sock is None:
+                raise StopIteration from None
+            raise AgentError("/v1/watch", 0, "stream broken: %s" % e) from e
+        if not line:
+            raise WatchEnded("/v1/watch", 200, "stream closed")
+        if len(line) > MAX_WATCH_LINE or not line.endswith(b"\n"):
+            raise AgentError("/v1/watch", 200, "line longer than %d bytes" % MAX_WATCH_LINE)
+        self._waiting_since = time.monotonic()
+        try:
+            d = json.loads(line)
+        except ValueError as e:
+            raise AgentError("/v1/watch", 200, "decoding line: %s" % e) from e
+        if d.get("error"):
+            raise WatchEnded("/v1/watch", 200, d["error"])
+        return Status(d, asked_at)
+
+    def close(self):
+        """Ends the stream. Idempotent."""
+        try:
+            if self._conn.sock is not None:
+                self._conn.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._resp.close()
+        self._conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _answer_error(path, status, body):
+    try:
+        msg = json.loads(body).get("error") or ""
+    except (ValueError, AttributeError):
+        msg = ""
+    if not msg:
+        msg = body[:200].decode("utf-8", "replace")
+    cls = NotLeaderError if status == 409 else AgentError
+    return cls(path, status, msg)

@@ -1,0 +1,249 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/connmgr"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/event"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
+	"github.com/libp2p/go-libp2p/core/pnet"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-libp2p/core/sec"
+	"github.com/libp2p/go-libp2p/p2p/host/eventbus"
+	"github.com/libp2p/go-libp2p/p2p/host/peerstore/pstoremem"
+	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
+	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
+	tptu "github.com/libp2p/go-libp2p/p2p/net/upgrader"
+	"github.com/libp2p/go-libp2p/p2p/security/noise"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	ma "github.com/multiformats/go-multiaddr"
+	msmux "github.com/multiformats/go-multistream"
+)
+
+// hostParts is what the election transport needs of libp2p.
+type hostParts struct {
+	key    crypto.PrivKey
+	listen ma.Multiaddr
+	gater  connmgr.ConnectionGater
+	psk    pnet.PSK // nil: no private network
+	// addrs, when set, replaces the addresses the host announces.
+	addrs func([]ma.Multiaddr) []ma.Multiaddr
+}
+
+// newLibp2pHost builds the libp2p host from the parts conclave uses — TCP
+// without reuseport, Noise, yamux, and the private network when a key is
+// given — instead of calling libp2p.New. Importing the top-level go-libp2p
+// package links its default transports whether they are used or not (QUIC,
+// WebTransport, WebRTC with 17 pion modules), and its basic host links
+// AutoNAT, hole punching, the relay service and UPnP/NAT-PMP port mapping,
+// none of which a cluster on known TCP addresses uses. The resource manager
+// keeps libp2p's auto-scaled default limits.
+//
+// What is left out: identify (members learn each other's peer id and
+// address from gossip; a peer running identify against this host gets "not
+// supported" and carries on, as libp2p's own hosts do) and the connection
+// manager's trimming (it trims above 192 connections; a cluster has one per
+// member).
+func newLibp2pHost(p hostParts) (h host.Host, err error) {
+	pid, err := peer.IDFromPrivateKey(p.key)
+	if err != nil {
+		return nil, fmt.Errorf("peer id: %w", err)
+	}
+	// Until the host exists, everything made so far is closed on error;
+	// after, the host's Close closes all of it.
+	var closers []func() error
+	defer func() {
+		if err != nil {
+			for i := len(closers) - 1; i >= 0; i-- {
+				_ = closers[i]()
+			}
+		}
+	}()
+	ps, err := pstoremem.NewPeerstore()
+	if err != nil {
+		return nil, fmt.Errorf("peerstore: %w", err)
+	}
+	closers = append(closers, ps.Close)
+	if err := errors.Join(ps.AddPrivKey(pid, p.key), ps.AddPubKey(pid, p.key.GetPublic())); err != nil {
+		return nil, fmt.Errorf("peerstore: %w", err)
+	}
+	limits := rcmgr.DefaultLimits
+	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(limits.AutoScale()))
+	if err != nil {
+		return nil, fmt.Errorf("resource manager: %w", err)
+	}
+	closers = append(closers, rm.Close)
+	bus := eventbus.NewBus()
+	sw, err := swarm.NewSwarm(pid, ps, bus, swarm.WithConnectionGater(p.gater), swarm.WithResourceManager(rm))
+	if err != nil {
+		return nil, fmt.Errorf("swarm: %w", err)
+	}
+	closers = append(closers, sw.Close)
+
+	muxers := []tptu.StreamMuxer{{ID: yamux.ID, Muxer: yamux.DefaultTransport}}
+	security, err := noise.New(noise.ID, p.key, muxers)
+	if err != nil {
+		return nil, fmt.Errorf("noise: %w", err)
+	}
+	up, err := tptu.New([]sec.SecureTransport{security}, muxers, p.psk, rm, p.gater)
+	if err != nil {
+		return nil, fmt.Errorf("upgrader: %w", err)
+	}
+	// Without reuseport: see the comment in New.
+	tr, err := tcp.NewTCPTransport(up, rm, nil, tcp.DisableReuseport())
+	if err != nil {
+		return nil, fmt.Errorf("tcp: %w", err)
+	}
+	if err := sw.AddTransport(tr); err != nil {
+		return nil, fmt.Errorf("swarm: %w", err)
+	}
+	if err := sw.Listen(p.listen); err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	lh := &leanHost{sw: sw, ps: ps, rm: rm, bus: bus, mux: msmux.NewMultistreamMuxer[protocol.ID](), addrs: p.addrs}
+	sw.SetStreamHandler(lh.handleStream)
+	return lh, nil
+}
+
+// negotiationTimeout bounds protocol negotiation on a new stream, as
+// libp2p's basic host does.
+const negotiationTimeout = 10 * time.Second
+
+// leanHost is a host.Host on a swarm: multistream-select on every stream,
+// nothing else. It is what libp2p's basic host does for streams, without
+// the services.
+type leanHost struct {
+	sw    *swarm.Swarm
+	ps    peerstore.Peerstore
+	rm    network.ResourceManager
+	bus   event.Bus
+	mux   *msmux.MultistreamMuxer[protocol.ID]
+	addrs func([]ma.Multiaddr) []ma.Multiaddr
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ host.Host = (*leanHost)(nil)
+
+func (h *leanHost) ID() peer.ID                       { return h.sw.LocalPeer() }
+func (h *leanHost) Peerstore() peerstore.Peerstore    { return h.ps }
+func (h *leanHost) Network() network.Network          { return h.sw }
+func (h *leanHost) Mux() protocol.Switch              { return h.mux }
+func (h *leanHost) EventBus() event.Bus               { return h.bus }
+func (h *leanHost) ConnManager() connmgr.ConnManager  { return &connmgr.NullConnMgr{} }
+func (h *leanHost) RemoveStreamHandler(p protocol.ID) { h.mux.RemoveHandler(p) }
+
+// Addrs returns the listen addresses, unspecified ones (0.0.0.0, ::)
+// expanded to the interfaces' addresses, through the addresses function
+// when one is set.
+func (h *leanHost) Addrs() []ma.Multiaddr {
+	addrs, err := h.sw.InterfaceListenAddresses()
+	if err != nil {
+		addrs = h.sw.ListenAddresses()
+	}
+	if h.addrs != nil {
+		return h.addrs(addrs)
+	}
+	return addrs
+}
+
+func (h *leanHost) Connect(ctx context.Context, pi peer.AddrInfo) error {
+	h.ps.AddAddrs(pi.ID, pi.Addrs, peerstore.TempAddrTTL)
+	if h.sw.Connectedness(pi.ID) == network.Connected {
+		return nil
+	}
+	if _, err := h.sw.DialPeer(ctx, pi.ID); err != nil {
+		return fmt.Errorf("failed to dial: %w", err)
+	}
+	return nil
+}
+
+func (h *leanHost) SetStreamHandler(p protocol.ID, handler network.StreamHandler) {
+	h.mux.AddHandler(p, func(_ protocol.ID, rwc io.ReadWriteCloser) error {
+		handler(rwc.(network.Stream))
+		return nil
+	})
+}
+
+func (h *leanHost) SetStreamHandlerMatch(p protocol.ID, match func(protocol.ID) bool, handler network.StreamHandler) {
+	h.mux.AddHandlerWithFunc(p, match, func(_ protocol.ID, rwc io.ReadWriteCloser) error {
+		handler(rwc.(network.Stream))
+		return nil
+	})
+}
+
+// handleStream negotiates the protocol of a stream a peer opened and hands
+// it to that protocol's handler.
+func (h *leanHost) handleStream(s network.Stream) {
+	_ = s.SetDeadline(time.Now().Add(negotiationTimeout))
+	p, handle, err := h.mux.Negotiate(s)
+	if err != nil {
+		_ = s.ResetWithError(network.StreamProtocolNegotiationFailed)
+		return
+	}
+	_ = s.SetDeadline(time.Time{})
+	if err := s.SetProtocol(p); err != nil {
+		_ = s.ResetWithError(network.StreamResourceLimitExceeded)
+		return
+	}
+	_ = handle(p, s)
+}
+
+// NewStream dials p if needed, opens a stream and selects one of pids.
+func (h *leanHost) NewStream(ctx context.Context, p peer.ID, pids ...protocol.ID) (network.Stream, error) {
+	if nodial, _ := network.GetNoDial(ctx); !nodial {
+		if err := h.Connect(ctx, peer.AddrInfo{ID: p}); err != nil {
+			return nil, err
+		}
+	}
+	s, err := h.sw.NewStream(network.WithNoDial(ctx, "already dialed"), p)
+	if err != nil {
+		return nil, fmt.Errorf("failed to open stream: %w", err)
+	}
+	type result struct {
+		p   protocol.ID
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		sel, err := msmux.SelectOneOf(pids, s)
+		done <- result{sel, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-ctx.Done():
+		_ = s.ResetWithError(network.StreamProtocolNegotiationFailed)
+		<-done
+		return nil, fmt.Errorf("failed to negotiate protocol: %w", ctx.Err())
+	}
+	if r.err != nil {
+		_ = s.ResetWithError(network.StreamProtocolNegotiationFailed)
+		return nil, fmt.Errorf("failed to negotiate protocol: %w", r.err)
+	}
+	if err := s.SetProtocol(r.p); err != nil {
+		_ = s.ResetWithError(network.StreamResourceLimitExceeded)
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes the swarm (every connection and listener), then the
+// peerstore and the resource manager.
+func (h *leanHost) Close() error {
+	h.closeOnce.Do(func() {
+		h.closeErr = errors.Join(h.sw.Close(), h.ps.Close(), h.rm.Close())
+	})
+	return h.closeErr
+}
