@@ -28,6 +28,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/conclave-agent/conclave/config"
+	"github.com/conclave-agent/conclave/internal/ratelog"
 	"github.com/conclave-agent/conclave/localapi"
 	"github.com/conclave-agent/conclave/membership"
 	"github.com/conclave-agent/conclave/phi"
@@ -102,6 +103,9 @@ type Agent struct {
 	lastView  view
 	confirms  []*confirmWait
 	stats     loopStats
+	// ceilingLog limits the warnings for terms and epochs beyond the
+	// ceiling: a hostile member may send them without end.
+	ceilingLog *ratelog.Limiter
 
 	requests chan func()
 	loopDone chan struct{}
@@ -121,6 +125,7 @@ type loopStats struct {
 	sent             map[protocols.MessageKind]uint64
 	received         map[protocols.MessageKind]uint64
 	stepErrors       uint64
+	beyondCeiling    uint64 // messages refused by the term/epoch ceiling
 }
 
 // New builds an agent from a validated configuration: it locks the data
@@ -500,6 +505,10 @@ func (a *Agent) receive(m protocols.Message) {
 	}
 	if err := a.proto.Step(now, m); err != nil {
 		a.stats.stepErrors++
+		if errors.Is(err, protocols.ErrBeyondCeiling) {
+			a.refusedBeyondCeiling(m, err)
+			return
+		}
 		a.log.Debug("message refused", zap.Stringer("msg", m), zap.Error(err))
 	}
 }

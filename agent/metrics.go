@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 
 	"github.com/conclave-agent/conclave/api"
+	"github.com/conclave-agent/conclave/internal/ratelog"
 	"github.com/conclave-agent/conclave/protocols"
 )
 
@@ -27,6 +29,7 @@ var (
 	descSent             = prometheus.NewDesc("conclave_messages_sent_total", "Election messages handed to the transport, by kind.", []string{"kind"}, nil)
 	descReceived         = prometheus.NewDesc("conclave_messages_received_total", "Election messages received from members, by kind.", []string{"kind"}, nil)
 	descRefused          = prometheus.NewDesc("conclave_messages_refused_total", "Messages the protocol refused or that came from unknown nodes.", nil, nil)
+	descBeyondCeiling    = prometheus.NewDesc("conclave_messages_beyond_ceiling_total", "Messages refused because their term or epoch is beyond the ceiling (a buggy or hostile member); also counted in conclave_messages_refused_total.", nil, nil)
 	descDropped          = prometheus.NewDesc("conclave_transport_dropped_total", "Messages or frames the transport dropped, by reason.", []string{"reason"}, nil)
 	descLeaderPhi        = prometheus.NewDesc("conclave_leader_phi", "Phi of the current leader as seen by this agent (0 on the leader).", nil, nil)
 	descQuorumVoters     = prometheus.NewDesc("conclave_quorum_voters", "Configured voters (majority) or live members.", nil, nil)
@@ -38,7 +41,7 @@ var (
 
 func (c metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRole, descEpoch, descIsLeader, descLeaderChanges, descElectionsStarted,
-		descElectionsWon, descSent, descReceived, descRefused, descDropped, descLeaderPhi, descQuorumVoters,
+		descElectionsWon, descSent, descReceived, descRefused, descBeyondCeiling, descDropped, descLeaderPhi, descQuorumVoters,
 		descQuorumReachable, descQuorumHealthy, descMembers, descRequests} {
 		ch <- d
 	}
@@ -87,6 +90,7 @@ func (c metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descReceived, float64(snap.stats.received[k]), k.String())
 	}
 	counter(descRefused, float64(snap.stats.stepErrors))
+	counter(descBeyondCeiling, float64(snap.stats.beyondCeiling))
 	for reason, n := range a.tr.Stats().Dropped {
 		counter(descDropped, float64(n), reason)
 	}
@@ -99,6 +103,20 @@ func (c metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, rc := range a.srv.RequestCounts() {
 			counter(descRequests, float64(rc.Count), rc.Path, strconv.Itoa(rc.Code))
 		}
+	}
+}
+
+// refusedBeyondCeiling counts a message the protocol refused for a term or
+// epoch beyond protocols.Ceiling, and warns at most once a minute: any
+// member can send such messages without end.
+func (a *Agent) refusedBeyondCeiling(m protocols.Message, err error) {
+	a.stats.beyondCeiling++
+	if a.ceilingLog == nil {
+		a.ceilingLog = ratelog.New(time.Minute)
+	}
+	if ok, suppressed := a.ceilingLog.Allow(time.Now()); ok {
+		a.log.Warn("dropped a message whose term or epoch is beyond the ceiling: its sender runs a buggy build or holds a bad state record",
+			zap.Stringer("msg", m), zap.Error(err), zap.Uint64("suppressed_since_last", suppressed))
 	}
 }
 
