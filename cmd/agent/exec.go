@@ -71,7 +71,8 @@ type execRunner struct {
 	stdout io.Writer
 	stderr io.Writer
 
-	child     *exec.Cmd
+	child     *exec.Cmd     // the guardian that runs the command (guardian.go)
+	lifeline  *os.File      // closing it kills the command and all it started
 	childDone chan error    // the child's Wait result, read only by the loop
 	exited    chan struct{} // closed when the child has been waited for
 	epoch     uint64
@@ -148,18 +149,15 @@ func (r *execRunner) reconcile(u statusUpdate) {
 }
 
 func (r *execRunner) startChild(st api.Status) {
-	cmd := exec.Command(r.argv[0], r.argv[1:]...)
-	cmd.Stdout, cmd.Stderr, cmd.Stdin = r.stdout, r.stderr, os.Stdin
-	cmd.Env = append(os.Environ(), "CONCLAVE_EPOCH="+strconv.FormatUint(st.Epoch, 10), "CONCLAVE_LEADER="+st.Leader)
-	// Its own process group, so stopping it stops what it started too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	env := append(os.Environ(), "CONCLAVE_EPOCH="+strconv.FormatUint(st.Epoch, 10), "CONCLAVE_LEADER="+st.Leader)
+	cmd, pid, lifeline, err := startGuarded(r.argv, env, os.Stdin, r.stdout, r.stderr)
+	if err != nil {
 		r.logf("cannot start %s: %v", r.argv[0], err)
 		r.restartAt = time.Now().Add(execRestartWait)
 		return
 	}
-	r.logf("leading in epoch %d: started %s (pid %d)", st.Epoch, r.argv[0], cmd.Process.Pid)
-	r.child, r.epoch, r.stopping = cmd, st.Epoch, false
+	r.logf("leading in epoch %d: started %s (pid %d)", st.Epoch, r.argv[0], pid)
+	r.child, r.lifeline, r.epoch, r.stopping = cmd, lifeline, st.Epoch, false
 	done, exited := make(chan error, 1), make(chan struct{})
 	r.childDone, r.exited = done, exited
 	go func() {
@@ -169,22 +167,23 @@ func (r *execRunner) startChild(st api.Status) {
 	}()
 }
 
-// stopChild sends SIGTERM now and SIGKILL after the grace period.
+// stopChild sends SIGTERM now (the guardian relays it to the command's
+// process group) and, after the grace period, cuts the lifeline: the
+// guardian then SIGKILLs the command and everything it started.
 func (r *execRunner) stopChild() {
 	if r.child == nil || r.stopping {
 		return
 	}
 	r.stopping = true
-	pgid := r.child.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	exited := r.exited
+	_ = r.child.Process.Signal(syscall.SIGTERM)
+	exited, lifeline := r.exited, r.lifeline
 	grace := r.grace
 	go func() {
 		t := time.NewTimer(grace)
 		defer t.Stop()
 		select {
 		case <-t.C:
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			lifeline.Close()
 		case <-exited:
 		}
 	}()
@@ -192,7 +191,7 @@ func (r *execRunner) stopChild() {
 
 func (r *execRunner) signalChild(sig syscall.Signal) {
 	if r.child != nil {
-		_ = syscall.Kill(-r.child.Process.Pid, sig)
+		_ = r.child.Process.Signal(sig)
 	}
 }
 
@@ -206,7 +205,8 @@ func (r *execRunner) reap(err error) {
 		// It ended on its own while we still lead: start it again soon.
 		r.restartAt = time.Now().Add(execRestartWait)
 	}
-	r.child, r.childDone, r.exited, r.stopping = nil, nil, nil, false
+	r.lifeline.Close()
+	r.child, r.lifeline, r.childDone, r.exited, r.stopping = nil, nil, nil, nil, false
 }
 
 // shutdown stops the child (if any) and returns its exit code.
@@ -216,7 +216,8 @@ func (r *execRunner) shutdown() int {
 	}
 	r.stopChild()
 	err := <-r.childDone
-	r.child = nil
+	r.lifeline.Close()
+	r.child, r.lifeline = nil, nil
 	return exitCode(err)
 }
 
