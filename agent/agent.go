@@ -101,6 +101,7 @@ type Agent struct {
 	// suspectAt caches each detector's SuspectAt until its next heartbeat.
 	suspectAt map[protocols.ID]protocols.Time
 	lastView  view
+	viewSeq   uint64 // views published so far: api.Status.Seq
 	confirms  []*confirmWait
 	stats     loopStats
 	// ceilingLog limits the warnings for terms and epochs beyond the

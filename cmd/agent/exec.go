@@ -60,8 +60,64 @@ func runExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 type statusUpdate struct {
 	st  api.Status
-	at  time.Time // when the request was sent: the lease counts from here
+	at  time.Time // poll: when the request was sent; watch: when the event was read
 	err error
+	// poll marks an answer to a poll: only those vouch for the lease,
+	// because the lease counts from the time the request was sent, an
+	// instant known to come before the agent computed the answer. A watch
+	// event may have waited in the socket for any time.
+	poll bool
+}
+
+// execView is what exec knows of the agent's leadership: the newest view
+// from either source, and the lease vouched for by the last poll.
+type execView struct {
+	st  api.Status
+	err error // contact lost, since the last answer
+	// leaseEpoch is the epoch the last poll saw this node lead; leaseUntil
+	// when that lease runs out (zero: no lease, bully and ring), and
+	// freshUntil when the poll is too old to vouch for anything.
+	leaseEpoch             uint64
+	leaseUntil, freshUntil time.Time
+}
+
+// update merges u into v. Answers are ordered by the agent's Seq: one
+// computed before a change already seen never undoes it. A watch event acts
+// the moment it is read; it can end leadership at once but not start one.
+func (v *execView) update(u statusUpdate) {
+	if u.err != nil {
+		// The agent may be gone or restarting: its Seq starts again.
+		v.err, v.st.Seq = u.err, 0
+		return
+	}
+	if u.st.Seq < v.st.Seq {
+		return
+	}
+	v.st, v.err = u.st, nil
+	if u.poll && u.st.Role == api.RoleLeader {
+		v.leaseEpoch = u.st.Epoch
+		v.freshUntil = u.at.Add(execStaleAfter)
+		v.leaseUntil = time.Time{}
+		if l := u.st.Lease(); l > 0 {
+			v.leaseUntil = u.at.Add(l)
+		}
+	}
+}
+
+// leads reports whether v still vouches for this node's leadership now.
+func (v *execView) leads(now time.Time) bool {
+	if v.err != nil || v.st.Role != api.RoleLeader || v.st.Epoch != v.leaseEpoch || !now.Before(v.freshUntil) {
+		return false
+	}
+	return v.leaseUntil.IsZero() || now.Before(v.leaseUntil)
+}
+
+// deadline is when leads may turn false without any new answer.
+func (v *execView) deadline() time.Time {
+	if !v.leaseUntil.IsZero() && v.leaseUntil.Before(v.freshUntil) {
+		return v.leaseUntil
+	}
+	return v.freshUntil
 }
 
 type execRunner struct {
@@ -97,54 +153,48 @@ func (r *execRunner) run(ctx context.Context) int {
 	signal.Notify(forward, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
 	defer signal.Stop(forward)
 
-	var last statusUpdate
-	check := time.NewTicker(20 * time.Millisecond)
-	defer check.Stop()
+	var view execView
+	// wake fires when the lease or the last poll's freshness runs out, so
+	// the command is stopped then and not at some later tick.
+	wake := time.NewTimer(time.Hour)
+	defer wake.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			// SIGINT/SIGTERM to exec: pass it on, wait out the grace.
 			return r.shutdown()
 		case u := <-updates:
-			if u.err == nil && !u.at.Before(last.at) {
-				last = u
-			} else if u.err != nil && last.err == nil {
+			if u.err != nil && view.err == nil {
 				r.logf("lost contact with the agent: %v", u.err)
-				last = statusUpdate{err: u.err, at: last.at, st: last.st}
 			}
-		case <-check.C:
+			view.update(u)
+		case <-wake.C:
 		case sig := <-forward:
 			r.signalChild(sig.(syscall.Signal))
 		case err := <-r.childDone:
 			r.reap(err)
 		}
-		r.reconcile(last)
+		r.reconcile(&view)
+		next := view.deadline()
+		if r.child == nil && r.restartAt.After(time.Now()) {
+			next = r.restartAt
+		}
+		wake.Reset(max(time.Until(next), time.Millisecond))
 	}
 }
 
-// leads reports whether u still vouches for this node's leadership now.
-func leads(u statusUpdate, now time.Time) bool {
-	if u.err != nil || u.st.Role != api.RoleLeader || now.Sub(u.at) > execStaleAfter {
-		return false
-	}
-	if u.st.LeaseMS > 0 && now.After(u.at.Add(time.Duration(u.st.LeaseMS)*time.Millisecond)) {
-		return false
-	}
-	return true
-}
-
-func (r *execRunner) reconcile(u statusUpdate) {
+func (r *execRunner) reconcile(v *execView) {
 	now := time.Now()
-	want := leads(u, now)
+	want := v.leads(now)
 	if r.child != nil {
-		if !r.stopping && (!want || u.st.Epoch != r.epoch) {
+		if !r.stopping && (!want || v.st.Epoch != r.epoch) {
 			r.logf("leadership of epoch %d lost: stopping the command", r.epoch)
 			r.stopChild()
 		}
 		return
 	}
-	if want && now.After(r.restartAt) {
-		r.startChild(u.st)
+	if want && !now.Before(r.restartAt) {
+		r.startChild(v.st)
 	}
 }
 
@@ -249,7 +299,7 @@ func (r *execRunner) poll(ctx context.Context, out chan<- statusUpdate) {
 			return
 		}
 		select {
-		case out <- statusUpdate{st: st, at: at, err: err}:
+		case out <- statusUpdate{st: st, at: at, err: err, poll: true}:
 		case <-ctx.Done():
 			return
 		}
@@ -267,13 +317,12 @@ func (r *execRunner) watch(ctx context.Context, out chan<- statusUpdate) {
 		w, err := r.c.Watch(ctx)
 		if err == nil {
 			for {
-				at := time.Now()
 				var st api.Status
 				if st, err = w.Next(); err != nil {
 					break
 				}
 				select {
-				case out <- statusUpdate{st: st, at: at}:
+				case out <- statusUpdate{st: st, at: time.Now()}:
 				case <-ctx.Done():
 				}
 			}
