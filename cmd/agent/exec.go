@@ -27,6 +27,10 @@ const (
 	// execStaleAfter: with no fresh answer for this long, contact with the
 	// agent counts as lost (bully and ring have no lease to go by).
 	execStaleAfter  = time.Second
+	// execLeaseMargin: the command is stopped this long before the lease
+	// runs out, so SIGTERM reaches it while no other node can lead yet,
+	// even when this process is a little late to wake up.
+	execLeaseMargin = 25 * time.Millisecond
 	execRestartWait = time.Second
 )
 
@@ -99,7 +103,9 @@ func (v *execView) update(u statusUpdate) {
 		v.freshUntil = u.at.Add(execStaleAfter)
 		v.leaseUntil = time.Time{}
 		if l := u.st.Lease(); l > 0 {
-			v.leaseUntil = u.at.Add(l)
+			// A lease shorter than the margin still counts as a lease,
+			// just one already over.
+			v.leaseUntil = u.at.Add(max(l-execLeaseMargin, time.Nanosecond))
 		}
 	}
 }

@@ -49,14 +49,22 @@ func TestExecViewActsOnTheStreamAtOnce(t *testing.T) {
 func TestExecViewSubMillisecondLease(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	var v execView
-	v.update(statusUpdate{st: api.Status{Role: api.RoleLeader, Epoch: 2, LeaseMS: 0, LeaseNS: int64(400 * time.Microsecond), Seq: 1}, at: t0, poll: true})
+	lease := execLeaseMargin + 400*time.Microsecond
+	v.update(statusUpdate{st: api.Status{Role: api.RoleLeader, Epoch: 2, LeaseMS: lease.Milliseconds(), LeaseNS: int64(lease), Seq: 1}, at: t0, poll: true})
 	if !v.leads(t0.Add(100 * time.Microsecond)) {
-		t.Fatal("a 400µs lease not honoured")
+		t.Fatal("a lease 400µs beyond the margin not honoured")
 	}
 	if v.leads(t0.Add(time.Millisecond)) {
-		t.Fatal("a lease with 400µs left read as no lease: still leading 1ms later")
+		t.Fatal("still leading 1ms later")
 	}
 	if d := v.deadline(); !d.Equal(t0.Add(400 * time.Microsecond)) {
-		t.Errorf("deadline %v, want the lease's end", d.Sub(t0))
+		t.Errorf("deadline %v, want the lease's end less the margin", d.Sub(t0))
+	}
+	// Under a millisecond: lease_ms is 0, which must not read as "no
+	// lease" (leading until the poll goes stale).
+	var w execView
+	w.update(statusUpdate{st: api.Status{Role: api.RoleLeader, Epoch: 2, LeaseMS: 0, LeaseNS: int64(400 * time.Microsecond), Seq: 1}, at: t0, poll: true})
+	if w.leads(t0.Add(time.Millisecond)) {
+		t.Fatal("a lease with 400µs left read as no lease")
 	}
 }
