@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/conclave-agent/conclave/internal/atomicfile"
+	"github.com/conclave-agent/conclave/internal/safefile"
 	"github.com/conclave-agent/conclave/protocols"
 )
 
@@ -85,7 +86,7 @@ func (s *Store) Load() (protocols.HardState, error) {
 }
 
 func (s *Store) load() (protocols.HardState, error) {
-	f, err := os.Open(s.path)
+	f, err := safefile.Open(s.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return protocols.HardState{}, nil
 	}

@@ -314,3 +314,42 @@ func TestStateAboveCeilingRefused(t *testing.T) {
 		t.Errorf("Save(%+v) = %v, want ErrBeyondCeiling", bad, err)
 	}
 }
+
+// A LOCK or state record that is a symlink is refused, not followed: the
+// agent used to truncate the LOCK's target to write its pid there.
+func TestSymlinksInDataDirectoryRefused(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(t.TempDir(), "precious")
+	if err := os.WriteFile(target, []byte("do not touch"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(dir, LockFileName)); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := LockDir(dir); err == nil {
+		l.Unlock()
+		t.Fatal("LockDir followed a symlinked LOCK")
+	}
+	if b, _ := os.ReadFile(target); string(b) != "do not touch" {
+		t.Fatalf("the LOCK's target was changed: %q", b)
+	}
+	dir2 := t.TempDir()
+	if err := os.Symlink(target, filepath.Join(dir2, FileName)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openT(t, dir2).Load(); err == nil {
+		t.Fatal("Load read the state record through a symlink")
+	}
+}
+
+// A data directory other users may write to is refused, naming the fix.
+func TestDataDirectoryWritableByOthersRefused(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LockDir(dir)
+	if err == nil || !strings.Contains(err.Error(), "chmod go-w "+dir) {
+		t.Fatalf("LockDir on a 0777 directory: %v, want a refusal naming the fix", err)
+	}
+}
