@@ -232,9 +232,11 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metricsCollector{a}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.srv, err = localapi.New(localapi.Options{
-		Backend: backend{a},
-		Hub:     a.hub,
-		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		Backend:        backend{a},
+		Hub:            a.hub,
+		Metrics:        promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		MaxConnections: cfg.API.MaxConnections,
+		MaxWatchers:    cfg.API.MaxWatchers,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)

@@ -36,13 +36,15 @@ var (
 	descQuorumReachable  = prometheus.NewDesc("conclave_quorum_reachable", "Voters this agent hears, itself included.", nil, nil)
 	descQuorumHealthy    = prometheus.NewDesc("conclave_quorum_healthy", "1 while a majority of voters is reachable.", nil, nil)
 	descMembers          = prometheus.NewDesc("conclave_members", "Live members known, this agent included.", nil, nil)
+	descAPIRefused       = prometheus.NewDesc("conclave_localapi_refused_total", "Socket connections and watch streams refused beyond api.max_connections and api.max_watchers, by what.", []string{"what"}, nil)
+	descAPIOpen          = prometheus.NewDesc("conclave_localapi_open", "Socket connections and watch streams open now, by what.", []string{"what"}, nil)
 	descRequests         = prometheus.NewDesc("conclave_localapi_requests_total", "Socket API requests answered, by path and status code.", []string{"path", "code"}, nil)
 )
 
 func (c metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRole, descEpoch, descIsLeader, descLeaderChanges, descElectionsStarted,
 		descElectionsWon, descSent, descReceived, descRefused, descBeyondCeiling, descDropped, descLeaderPhi, descQuorumVoters,
-		descQuorumReachable, descQuorumHealthy, descMembers, descRequests} {
+		descQuorumReachable, descQuorumHealthy, descMembers, descRequests, descAPIRefused, descAPIOpen} {
 		ch <- d
 	}
 }
@@ -103,6 +105,11 @@ func (c metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, rc := range a.srv.RequestCounts() {
 			counter(descRequests, float64(rc.Count), rc.Path, strconv.Itoa(rc.Code))
 		}
+		l := a.srv.Limits()
+		counter(descAPIRefused, float64(l.RefusedConnections), "connections")
+		counter(descAPIRefused, float64(l.RefusedWatchers), "watchers")
+		gauge(descAPIOpen, float64(l.Connections), "connections")
+		gauge(descAPIOpen, float64(l.Watchers), "watchers")
 	}
 }
 

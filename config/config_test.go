@@ -520,3 +520,13 @@ func FuzzDecode(f *testing.F) {
 		_ = c.Validate()
 	})
 }
+
+func TestAPILimitsValidated(t *testing.T) {
+	c := Default()
+	c.Node.Name, c.Node.ID = "n1", 1
+	c.API.MaxConnections, c.API.MaxWatchers = 0, 10
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "api.max_connections") || !strings.Contains(err.Error(), "api.max_watchers") {
+		t.Fatalf("Validate = %v, want errors for api.max_connections and api.max_watchers", err)
+	}
+}
