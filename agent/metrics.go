@@ -10,7 +10,9 @@ import (
 
 	"github.com/conclave-agent/conclave/api"
 	"github.com/conclave-agent/conclave/internal/ratelog"
+	"github.com/conclave-agent/conclave/membership"
 	"github.com/conclave-agent/conclave/protocols"
+	"github.com/conclave-agent/conclave/transport"
 )
 
 // metricsCollector exports the agent's state as Prometheus metrics. It
@@ -38,13 +40,15 @@ var (
 	descMembers          = prometheus.NewDesc("conclave_members", "Live members known, this agent included.", nil, nil)
 	descAPIRefused       = prometheus.NewDesc("conclave_localapi_refused_total", "Socket connections and watch streams refused beyond api.max_connections and api.max_watchers, by what.", []string{"what"}, nil)
 	descAPIOpen          = prometheus.NewDesc("conclave_localapi_open", "Socket connections and watch streams open now, by what.", []string{"what"}, nil)
+	descHandshakeFailed  = prometheus.NewDesc("conclave_transport_handshake_failures_total", "Inbound libp2p connections that failed the handshake (wrong cluster key, not a conclave node), in this process; logged at most once per 10 s.", nil, nil)
+	descGossipProblems   = prometheus.NewDesc("conclave_gossip_problems_total", "Warnings and errors memberlist reported (bad packets, unexpected nodes, …), in this process; logged at most once per 10 s per kind.", nil, nil)
 	descRequests         = prometheus.NewDesc("conclave_localapi_requests_total", "Socket API requests answered, by path and status code.", []string{"path", "code"}, nil)
 )
 
 func (c metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRole, descEpoch, descIsLeader, descLeaderChanges, descElectionsStarted,
 		descElectionsWon, descSent, descReceived, descRefused, descBeyondCeiling, descDropped, descLeaderPhi, descQuorumVoters,
-		descQuorumReachable, descQuorumHealthy, descMembers, descRequests, descAPIRefused, descAPIOpen} {
+		descQuorumReachable, descQuorumHealthy, descMembers, descRequests, descAPIRefused, descAPIOpen, descHandshakeFailed, descGossipProblems} {
 		ch <- d
 	}
 }
@@ -96,6 +100,8 @@ func (c metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	for reason, n := range a.tr.Stats().Dropped {
 		counter(descDropped, float64(n), reason)
 	}
+	counter(descHandshakeFailed, float64(transport.HandshakeFailures()))
+	counter(descGossipProblems, float64(membership.ProblemLines()))
 	gauge(descLeaderPhi, min(snap.leaderPhi, api.MaxPhi))
 	gauge(descQuorumVoters, float64(snap.status.Quorum.Voters))
 	gauge(descQuorumReachable, float64(snap.status.Quorum.Reachable))

@@ -431,7 +431,7 @@ func (t *Host) handleStream(s network.Stream) {
 	if !ok {
 		t.mu.Unlock()
 		t.stats.drop(DropUnauthorized)
-		t.log.Warn("refusing election stream: remote peer is not a current member",
+		warnLimited(t.log, "refusing election stream: remote peer is not a current member",
 			zap.Stringer("peer", remote), zap.Stringer("remote_addr", s.Conn().RemoteMultiaddr()))
 		_ = s.Reset()
 		return
@@ -463,7 +463,7 @@ func (t *Host) handleStream(s network.Stream) {
 				log.Debug("election stream ended", zap.Error(err))
 			} else {
 				t.stats.drop(reason)
-				log.Warn("closing election stream: bad frame", zap.String("reason", reason), zap.Error(err))
+				warnLimited(log, "closing election stream: bad frame", zap.String("reason", reason), zap.Error(err))
 			}
 			_ = s.Reset()
 			return
@@ -545,7 +545,7 @@ func (g gater) InterceptSecured(dir network.Direction, p peer.ID, addrs network.
 		return true
 	}
 	g.t.stats.drop(DropUnauthorized)
-	g.t.log.Warn("refusing connection: remote peer is not a current member",
+	warnLimited(g.t.log, "refusing connection: remote peer is not a current member",
 		zap.Stringer("peer", p), zap.Stringer("remote_addr", addrs.RemoteMultiaddr()), zap.Stringer("direction", dir))
 	return false
 }

@@ -46,3 +46,39 @@ func (l *Limiter) Total() uint64 {
 	defer l.mu.Unlock()
 	return l.total
 }
+
+// maxKeys bounds a Set: keys come from log messages, a small fixed set,
+// but a message that embeds a remote's input must not grow it for ever.
+const maxKeys = 256
+
+// Set is a Limiter per key (a log message), created on first use. It is
+// safe for concurrent use.
+type Set struct {
+	every time.Duration
+
+	mu sync.Mutex
+	m  map[string]*Limiter
+}
+
+// NewSet returns a set whose limiters let one event per key through per
+// interval every.
+func NewSet(every time.Duration) *Set { return &Set{every: every, m: map[string]*Limiter{}} }
+
+// Allow is Limiter.Allow for key's limiter. Beyond maxKeys distinct keys,
+// new keys share one limiter.
+func (s *Set) Allow(key string, now time.Time) (ok bool, suppressed uint64) {
+	s.mu.Lock()
+	l, found := s.m[key]
+	if !found {
+		if len(s.m) >= maxKeys {
+			key = "\x00other"
+			l = s.m[key]
+		}
+		if l == nil {
+			l = New(s.every)
+			s.m[key] = l
+		}
+	}
+	s.mu.Unlock()
+	return l.Allow(now)
+}

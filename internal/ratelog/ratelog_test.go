@@ -24,3 +24,23 @@ func TestAllowOncePerIntervalAndCountEverything(t *testing.T) {
 		t.Fatalf("Total = %d, want 302", l.Total())
 	}
 }
+
+func TestSetLimitsEachKeyAndBoundsKeys(t *testing.T) {
+	s := NewSet(time.Minute)
+	t0 := time.Unix(1000, 0)
+	if ok, _ := s.Allow("a", t0); !ok {
+		t.Fatal("first a refused")
+	}
+	if ok, _ := s.Allow("b", t0); !ok {
+		t.Fatal("first b refused: keys must not share a limiter")
+	}
+	if ok, _ := s.Allow("a", t0); ok {
+		t.Fatal("second a let through")
+	}
+	for i := range 1000 {
+		s.Allow(string(rune('c'+i)), t0)
+	}
+	if len(s.m) > maxKeys+1 {
+		t.Fatalf("set grew to %d keys", len(s.m))
+	}
+}
