@@ -50,7 +50,9 @@ var problemLines atomic.Uint64
 // in this process, including those the rate limit kept out of the log.
 func ProblemLines() uint64 { return problemLines.Load() }
 
-var remoteLogs = ratelog.NewSet(remoteLogEvery)
+var remoteLogs atomic.Pointer[ratelog.Set]
+
+func init() { remoteLogs.Store(ratelog.NewSet(remoteLogEvery)) }
 
 // logKey is what identifies a kind of line for the rate limit: its fixed
 // text, up to the first detail memberlist fills in — a quoted name, a
@@ -89,7 +91,7 @@ func (w *zapWriter) Write(p []byte) (int, error) {
 	var fields []zap.Field
 	if level >= zapcore.WarnLevel {
 		problemLines.Add(1)
-		ok, suppressed := remoteLogs.Allow(logKey(line), time.Now())
+		ok, suppressed := remoteLogs.Load().Allow(logKey(line), time.Now())
 		if !ok {
 			return n, nil
 		}

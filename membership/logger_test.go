@@ -14,9 +14,8 @@ import (
 // 300 forged UDP packets used to give 300 ERROR lines: now one line per
 // kind of problem, and every one is counted.
 func TestRemoteProblemsRateLimited(t *testing.T) {
-	prev := remoteLogs
-	remoteLogs = ratelog.NewSet(remoteLogEvery)
-	t.Cleanup(func() { remoteLogs = prev })
+	prev := remoteLogs.Swap(ratelog.NewSet(remoteLogEvery))
+	t.Cleanup(func() { remoteLogs.Store(prev) })
 	core, logs := observer.New(zapcore.InfoLevel)
 	lg := newStdLogger(&zapWriter{log: zap.New(core)})
 	before := ProblemLines()

@@ -32,7 +32,9 @@ const remoteLogEvery = 10 * time.Second
 
 // remoteLogs limits those warnings per message, process-wide (the libp2p
 // bridge is process-wide too).
-var remoteLogs = ratelog.NewSet(remoteLogEvery)
+var remoteLogs atomic.Pointer[ratelog.Set]
+
+func init() { remoteLogs.Store(ratelog.NewSet(remoteLogEvery)) }
 
 // handshakeFailures counts inbound connections that failed libp2p's
 // handshake: a wrong cluster key, or not a conclave node at all.
@@ -45,7 +47,7 @@ func HandshakeFailures() uint64 { return handshakeFailures.Load() }
 // warnLimited logs a warning an outside sender can trigger, at most once per
 // remoteLogEvery for the same msg, saying how many were left out.
 func warnLimited(log *zap.Logger, msg string, fields ...zap.Field) {
-	ok, suppressed := remoteLogs.Allow(msg, time.Now())
+	ok, suppressed := remoteLogs.Load().Allow(msg, time.Now())
 	if !ok {
 		return
 	}
@@ -123,7 +125,7 @@ func (h *zapHandler) Handle(_ context.Context, r slog.Record) error {
 	if lvl >= zapcore.WarnLevel {
 		// Most of libp2p's warnings answer what a remote did.
 		var ok bool
-		if ok, suppressed = remoteLogs.Allow(r.Message, time.Now()); !ok {
+		if ok, suppressed = remoteLogs.Load().Allow(r.Message, time.Now()); !ok {
 			return nil
 		}
 	}

@@ -14,10 +14,9 @@ import (
 
 // freshRemoteLogs gives the test its own rate limits (they are
 // process-wide).
-func freshRemoteLogs(t *testing.T) {
-	prev := remoteLogs
-	remoteLogs = ratelog.NewSet(remoteLogEvery)
-	t.Cleanup(func() { remoteLogs = prev })
+func freshRemoteLogs(t testing.TB) {
+	prev := remoteLogs.Swap(ratelog.NewSet(remoteLogEvery))
+	t.Cleanup(func() { remoteLogs.Store(prev) })
 }
 
 func TestSlogBridgeForwardsToZap(t *testing.T) {
