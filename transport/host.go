@@ -487,11 +487,17 @@ func (t *Host) handleStream(s network.Stream) {
 			log.Debug("dropping misaddressed message", zap.Stringer("msg", m))
 			continue
 		}
+		// Wait for room rather than drop: each member's stream has one
+		// reader, and the readers waiting on a full Inbound are served in
+		// turn, so a member that floods only slows its own stream (and,
+		// through flow control, its own sender's queue) and can no longer
+		// get other members' heartbeats dropped.
 		select {
 		case t.inbound <- m:
 			t.stats.received[m.Kind].Add(1)
-		default:
-			t.stats.drop(DropInboundFull)
+		case <-t.ctx.Done():
+			_ = s.Reset()
+			return
 		}
 	}
 }
