@@ -26,7 +26,7 @@ const (
 	execPollTimeout  = 500 * time.Millisecond
 	// execStaleAfter: with no fresh answer for this long, contact with the
 	// agent counts as lost (bully and ring have no lease to go by).
-	execStaleAfter  = time.Second
+	execStaleAfter = time.Second
 	// execLeaseMargin: the command is stopped this long before the lease
 	// runs out, so SIGTERM reaches it while no other node can lead yet,
 	// even when this process is a little late to wake up.
