@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -181,11 +182,17 @@ func (r *execRunner) run(ctx context.Context) int {
 			r.reap(err)
 		}
 		r.reconcile(&view)
-		next := view.deadline()
-		if r.child == nil && r.restartAt.After(time.Now()) {
+		// Wake at the lease's end while leading, and when a restart is
+		// due; otherwise only answers (a poll every 100 ms) move anything.
+		now := time.Now()
+		next := now.Add(time.Hour)
+		if view.leads(now) {
+			next = view.deadline()
+		}
+		if r.child == nil && r.restartAt.After(now) && r.restartAt.Before(next) {
 			next = r.restartAt
 		}
-		wake.Reset(max(time.Until(next), time.Millisecond))
+		wake.Reset(max(next.Sub(now), time.Millisecond))
 	}
 }
 
@@ -319,8 +326,25 @@ func (r *execRunner) poll(ctx context.Context, out chan<- statusUpdate) {
 
 // watch pushes changes the moment the agent announces them.
 func (r *execRunner) watch(ctx context.Context, out chan<- statusUpdate) {
+	refused := false
 	for ctx.Err() == nil {
 		w, err := r.c.Watch(ctx)
+		var ae *client.Error
+		if errors.As(err, &ae) && ae.StatusCode == http.StatusServiceUnavailable {
+			// The agent is there but serves its most watchers
+			// (api.max_watchers): that is no loss of contact. The polls
+			// still vouch for the lease, only later.
+			if !refused {
+				r.logf("the agent refused a watch stream (%v); relying on polls until it accepts one", err)
+				refused = true
+			}
+			select {
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		refused = false
 		if err == nil {
 			for {
 				var st api.Status
