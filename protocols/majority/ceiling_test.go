@@ -3,6 +3,7 @@ package majority
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -72,5 +73,32 @@ func TestNewRefusesHardStateBeyondCeiling(t *testing.T) {
 	cfg.HardState = protocols.HardState{Term: math.MaxUint64 - 1, Epoch: math.MaxUint64 - 1}
 	if _, err := New(cfg); !errors.Is(err, protocols.ErrBeyondCeiling) {
 		t.Errorf("New = %v, want ErrBeyondCeiling", err)
+	}
+}
+
+// A node whose term is at the ceiling does not campaign: the next term
+// would pass it. It stays a follower instead of wrapping.
+func TestNoCampaignAtTheCeiling(t *testing.T) {
+	cfg := baseConfig()
+	cfg.ID, cfg.Voters = 1, []string{"n1"}
+	cfg.Members = []protocols.Member{{ID: 1, Name: "n1", Voter: true}}
+	cfg.HardState = protocols.HardState{Term: protocols.Ceiling, Epoch: protocols.Ceiling}
+	cfg.Rand = rand.New(rand.NewPCG(1, 1))
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for now := protocols.Time(0); now < protocols.Time(5*time.Second); now += protocols.Time(10 * time.Millisecond) {
+		n.Tick(now)
+		for n.HasReady() {
+			rd := n.Ready()
+			if rd.HardState != nil && rd.HardState.Term > protocols.Ceiling {
+				t.Fatalf("persisted term %d beyond the ceiling", rd.HardState.Term)
+			}
+			n.Advance(rd)
+		}
+	}
+	if st := n.Status(protocols.Time(5 * time.Second)); st.Role == protocols.Leader || st.Term != protocols.Ceiling {
+		t.Fatalf("status %+v, want a follower at the ceiling", st)
 	}
 }
