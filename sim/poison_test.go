@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclave-agent/conclave/internal/racetest"
 	"github.com/conclave-agent/conclave/protocols"
 	"github.com/conclave-agent/conclave/sim"
 	"github.com/conclave-agent/conclave/sim/registry"
@@ -34,8 +35,8 @@ var poisonValues = []uint64{
 // failed.
 func TestPoisonedTermsAndEpochs(t *testing.T) {
 	runs := 60
-	if testing.Short() {
-		runs = 8
+	if testing.Short() || racetest.Enabled {
+		runs = 10 // the race detector slows the simulator some tenfold
 	}
 	for _, name := range registry.Names() {
 		o, err := registry.Options(name)
