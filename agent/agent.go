@@ -28,6 +28,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/conclave-agent/conclave/config"
+	"github.com/conclave-agent/conclave/internal/ratelog"
 	"github.com/conclave-agent/conclave/localapi"
 	"github.com/conclave-agent/conclave/membership"
 	"github.com/conclave-agent/conclave/phi"
@@ -100,8 +101,12 @@ type Agent struct {
 	// suspectAt caches each detector's SuspectAt until its next heartbeat.
 	suspectAt map[protocols.ID]protocols.Time
 	lastView  view
+	viewSeq   uint64 // views published so far: api.Status.Seq
 	confirms  []*confirmWait
 	stats     loopStats
+	// ceilingLog limits the warnings for terms and epochs beyond the
+	// ceiling: a hostile member may send them without end.
+	ceilingLog *ratelog.Limiter
 
 	requests chan func()
 	loopDone chan struct{}
@@ -121,6 +126,7 @@ type loopStats struct {
 	sent             map[protocols.MessageKind]uint64
 	received         map[protocols.MessageKind]uint64
 	stepErrors       uint64
+	beyondCeiling    uint64 // messages refused by the term/epoch ceiling
 }
 
 // New builds an agent from a validated configuration: it locks the data
@@ -226,9 +232,11 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metricsCollector{a}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.srv, err = localapi.New(localapi.Options{
-		Backend: backend{a},
-		Hub:     a.hub,
-		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		Backend:        backend{a},
+		Hub:            a.hub,
+		Metrics:        promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		MaxConnections: cfg.API.MaxConnections,
+		MaxWatchers:    cfg.API.MaxWatchers,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
@@ -506,6 +514,10 @@ func (a *Agent) receive(m protocols.Message) {
 	}
 	if err := a.proto.Step(now, m); err != nil {
 		a.stats.stepErrors++
+		if errors.Is(err, protocols.ErrBeyondCeiling) {
+			a.refusedBeyondCeiling(m, err)
+			return
+		}
 		a.log.Debug("message refused", zap.Stringer("msg", m), zap.Error(err))
 	}
 }

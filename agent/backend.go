@@ -87,9 +87,10 @@ func (a *Agent) loadSnapshot() (api.Status, bool) {
 	if snap.leaseUntil != 0 {
 		now := a.now()
 		if now >= snap.leaseUntil {
-			st.Role, st.Leader, st.LeaseMS = api.RoleFollower, "", 0
+			st.Role, st.Leader, st.LeaseMS, st.LeaseNS = api.RoleFollower, "", 0, 0
 		} else {
 			st.LeaseMS = snap.leaseUntil.Sub(now).Milliseconds()
+			st.LeaseNS = int64(snap.leaseUntil.Sub(now))
 		}
 	}
 	return st, true

@@ -6,9 +6,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 
 	"github.com/conclave-agent/conclave/api"
+	"github.com/conclave-agent/conclave/internal/ratelog"
+	"github.com/conclave-agent/conclave/membership"
 	"github.com/conclave-agent/conclave/protocols"
+	"github.com/conclave-agent/conclave/transport"
 )
 
 // metricsCollector exports the agent's state as Prometheus metrics. It
@@ -27,19 +31,24 @@ var (
 	descSent             = prometheus.NewDesc("conclave_messages_sent_total", "Election messages handed to the transport, by kind.", []string{"kind"}, nil)
 	descReceived         = prometheus.NewDesc("conclave_messages_received_total", "Election messages received from members, by kind.", []string{"kind"}, nil)
 	descRefused          = prometheus.NewDesc("conclave_messages_refused_total", "Messages the protocol refused or that came from unknown nodes.", nil, nil)
+	descBeyondCeiling    = prometheus.NewDesc("conclave_messages_beyond_ceiling_total", "Messages refused because their term or epoch is beyond the ceiling (a buggy or hostile member); also counted in conclave_messages_refused_total.", nil, nil)
 	descDropped          = prometheus.NewDesc("conclave_transport_dropped_total", "Messages or frames the transport dropped, by reason.", []string{"reason"}, nil)
 	descLeaderPhi        = prometheus.NewDesc("conclave_leader_phi", "Phi of the current leader as seen by this agent (0 on the leader).", nil, nil)
 	descQuorumVoters     = prometheus.NewDesc("conclave_quorum_voters", "Configured voters (majority) or live members.", nil, nil)
 	descQuorumReachable  = prometheus.NewDesc("conclave_quorum_reachable", "Voters this agent hears, itself included.", nil, nil)
 	descQuorumHealthy    = prometheus.NewDesc("conclave_quorum_healthy", "1 while a majority of voters is reachable.", nil, nil)
 	descMembers          = prometheus.NewDesc("conclave_members", "Live members known, this agent included.", nil, nil)
+	descAPIRefused       = prometheus.NewDesc("conclave_localapi_refused_total", "Socket connections and watch streams refused beyond api.max_connections and api.max_watchers, by what.", []string{"what"}, nil)
+	descAPIOpen          = prometheus.NewDesc("conclave_localapi_open", "Socket connections and watch streams open now, by what.", []string{"what"}, nil)
+	descHandshakeFailed  = prometheus.NewDesc("conclave_transport_handshake_failures_total", "Inbound libp2p connections that failed the handshake (wrong cluster key, not a conclave node), in this process; logged at most once per 10 s.", nil, nil)
+	descGossipProblems   = prometheus.NewDesc("conclave_gossip_problems_total", "Warnings and errors memberlist reported (bad packets, unexpected nodes, …), in this process; logged at most once per 10 s per kind.", nil, nil)
 	descRequests         = prometheus.NewDesc("conclave_localapi_requests_total", "Socket API requests answered, by path and status code.", []string{"path", "code"}, nil)
 )
 
 func (c metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRole, descEpoch, descIsLeader, descLeaderChanges, descElectionsStarted,
-		descElectionsWon, descSent, descReceived, descRefused, descDropped, descLeaderPhi, descQuorumVoters,
-		descQuorumReachable, descQuorumHealthy, descMembers, descRequests} {
+		descElectionsWon, descSent, descReceived, descRefused, descBeyondCeiling, descDropped, descLeaderPhi, descQuorumVoters,
+		descQuorumReachable, descQuorumHealthy, descMembers, descRequests, descAPIRefused, descAPIOpen, descHandshakeFailed, descGossipProblems} {
 		ch <- d
 	}
 }
@@ -87,9 +96,12 @@ func (c metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descReceived, float64(snap.stats.received[k]), k.String())
 	}
 	counter(descRefused, float64(snap.stats.stepErrors))
+	counter(descBeyondCeiling, float64(snap.stats.beyondCeiling))
 	for reason, n := range a.tr.Stats().Dropped {
 		counter(descDropped, float64(n), reason)
 	}
+	counter(descHandshakeFailed, float64(transport.HandshakeFailures()))
+	counter(descGossipProblems, float64(membership.ProblemLines()))
 	gauge(descLeaderPhi, min(snap.leaderPhi, api.MaxPhi))
 	gauge(descQuorumVoters, float64(snap.status.Quorum.Voters))
 	gauge(descQuorumReachable, float64(snap.status.Quorum.Reachable))
@@ -99,6 +111,25 @@ func (c metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, rc := range a.srv.RequestCounts() {
 			counter(descRequests, float64(rc.Count), rc.Path, strconv.Itoa(rc.Code))
 		}
+		l := a.srv.Limits()
+		counter(descAPIRefused, float64(l.RefusedConnections), "connections")
+		counter(descAPIRefused, float64(l.RefusedWatchers), "watchers")
+		gauge(descAPIOpen, float64(l.Connections), "connections")
+		gauge(descAPIOpen, float64(l.Watchers), "watchers")
+	}
+}
+
+// refusedBeyondCeiling counts a message the protocol refused for a term or
+// epoch beyond protocols.Ceiling, and warns at most once a minute: any
+// member can send such messages without end.
+func (a *Agent) refusedBeyondCeiling(m protocols.Message, err error) {
+	a.stats.beyondCeiling++
+	if a.ceilingLog == nil {
+		a.ceilingLog = ratelog.New(time.Minute)
+	}
+	if ok, suppressed := a.ceilingLog.Allow(time.Now()); ok {
+		a.log.Warn("dropped a message whose term or epoch is beyond the ceiling: its sender runs a buggy build or holds a bad state record",
+			zap.Stringer("msg", m), zap.Error(err), zap.Uint64("suppressed_since_last", suppressed))
 	}
 }
 

@@ -31,10 +31,12 @@ func (a *Agent) status(now protocols.Time) api.Status {
 		Role:     st.Role.String(),
 		Epoch:    st.Epoch,
 		Members:  1,
+		Seq:      a.viewSeq,
 	}
 	out.Leader = a.leaderName(st)
 	if st.Role == protocols.Leader && st.LeaseUntil > now {
 		out.LeaseMS = st.LeaseUntil.Sub(now).Milliseconds()
+		out.LeaseNS = int64(st.LeaseUntil.Sub(now))
 	}
 	// No map here: the loop stores a status snapshot after every input.
 	heard := func(m membership.Member) bool {
@@ -121,6 +123,7 @@ func (a *Agent) publish() {
 	if v == a.lastView {
 		return
 	}
+	a.viewSeq++
 	st := a.status(now)
 	prev := a.lastView
 	a.lastView = v

@@ -108,11 +108,32 @@ type Status struct {
 	// LeaseMS is how many milliseconds this node's leader lease has left
 	// (majority); 0 when it does not lead or the protocol has no lease.
 	LeaseMS int64 `json:"lease_ms"`
+	// LeaseNS is the same in nanoseconds, so a lease with less than a
+	// millisecond left is not read as none: it is above zero whenever this
+	// node leads with a lease. Absent (zero) from agents before it.
+	LeaseNS int64 `json:"lease_ns,omitempty"`
+	// Seq numbers the leadership views (role, leader, epoch) this agent
+	// process has announced: a status answer carries the current one, each
+	// watch event its own. A client that merges polls with the watch stream
+	// keeps the answer with the highest Seq, so an answer computed before a
+	// change never overrides the change. It restarts with the agent; zero
+	// from agents before it.
+	Seq uint64 `json:"seq,omitempty"`
 	// Members is the number of live members this agent knows, itself
 	// included (the list is PathMembers).
 	Members int `json:"members"`
 	// Quorum describes the voters (majority).
 	Quorum Quorum `json:"quorum"`
+}
+
+// Lease returns how long this node's leader lease has left at the time of
+// the answer, from LeaseNS or, from older agents, LeaseMS; zero when it has
+// none.
+func (s Status) Lease() time.Duration {
+	if s.LeaseNS > 0 {
+		return time.Duration(s.LeaseNS)
+	}
+	return time.Duration(s.LeaseMS) * time.Millisecond
 }
 
 // IsLeader reports whether s says this node leads.

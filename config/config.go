@@ -150,6 +150,12 @@ type API struct {
 	// SocketMode is the socket file's permission bits, a quoted octal
 	// string ("0660").
 	SocketMode FileMode `toml:"socket_mode"`
+	// MaxConnections bounds the socket's open connections; beyond it a
+	// connection gets a 503. Default 512.
+	MaxConnections int `toml:"max_connections"`
+	// MaxWatchers bounds the open /v1/watch streams; beyond it a watch
+	// request gets a 503. Default 256; at most MaxConnections.
+	MaxWatchers int `toml:"max_watchers"`
 }
 
 // Log configures logging.
@@ -191,7 +197,9 @@ func Default() Config {
 			RingAlgorithm:   RingLCR,
 		},
 		API: API{
-			SocketMode: 0o660,
+			SocketMode:     0o660,
+			MaxConnections: 512,
+			MaxWatchers:    256,
 		},
 		Log: Log{
 			Level:  "info",

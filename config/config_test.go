@@ -526,3 +526,48 @@ func FuzzDecode(f *testing.F) {
 		_ = c.Validate()
 	})
 }
+
+func TestAPILimitsValidated(t *testing.T) {
+	c := Default()
+	c.Node.Name, c.Node.ID = "n1", 1
+	c.API.MaxConnections, c.API.MaxWatchers = 0, 10
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "api.max_connections") || !strings.Contains(err.Error(), "api.max_watchers") {
+		t.Fatalf("Validate = %v, want errors for api.max_connections and api.max_watchers", err)
+	}
+}
+
+// FuzzLoad runs the whole loader — read, strict decode, derived defaults,
+// validation — on arbitrary files. It must never panic; an error names the
+// file; an accepted configuration respects the bounds the agent relies on.
+func FuzzLoad(f *testing.F) {
+	example, err := os.ReadFile("../config.example.toml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(string(example))
+	f.Add(minimal)
+	f.Add(minimal + "\n[api]\nmax_connections = 0\nmax_watchers = -1\n")
+	f.Add(minimal + "\n[api]\nmax_connections = 99999999999\n")
+	f.Add(minimal + "\n[api]\nsocket = \"" + strings.Repeat("s", 200) + "\"\n")
+	f.Add("[node]\nname = \"n1\"\nid = -3\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		path := filepath.Join(t.TempDir(), "fuzz.toml")
+		if err := os.WriteFile(path, []byte(in), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Load(path)
+		if err != nil {
+			if !strings.Contains(err.Error(), path) {
+				t.Errorf("error %q does not name the file", err)
+			}
+			return
+		}
+		if c.API.MaxConnections < 1 || c.API.MaxWatchers < 1 || c.API.MaxWatchers > c.API.MaxConnections {
+			t.Errorf("accepted api limits %d/%d", c.API.MaxConnections, c.API.MaxWatchers)
+		}
+		if len(c.API.Socket) == 0 || len(c.API.Socket) > maxSocketPath {
+			t.Errorf("accepted socket %q", c.API.Socket)
+		}
+	})
+}

@@ -84,6 +84,8 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 		err := m.UnmarshalText([]byte(s))
 		return m, err
 	}, func(c *Config) *FileMode { return &c.API.SocketMode })
+	integer("api.max_connections", "socket connections open at once; beyond, 503", func(c *Config) *int { return &c.API.MaxConnections })
+	integer("api.max_watchers", "watch streams open at once; beyond, 503", func(c *Config) *int { return &c.API.MaxWatchers })
 
 	str("log.level", "debug, info, warn or error", func(c *Config) *string { return &c.Log.Level })
 	str("log.format", "json or console", func(c *Config) *string { return &c.Log.Format })

@@ -307,6 +307,13 @@ func (c *Config) validateAPI(ch *checker) {
 	case len(s) > maxSocketPath:
 		ch.add("api.socket", "%q is %d bytes; Unix socket paths must be at most %d", s, len(s), maxSocketPath)
 	}
+	const maxAPIConns = 1 << 16
+	if n := c.API.MaxConnections; n < 1 || n > maxAPIConns {
+		ch.add("api.max_connections", "%d must be between 1 and %d", n, maxAPIConns)
+	}
+	if n := c.API.MaxWatchers; n < 1 || n > c.API.MaxConnections {
+		ch.add("api.max_watchers", "%d must be between 1 and api.max_connections (%d): each watcher holds a connection", n, c.API.MaxConnections)
+	}
 	if m := c.API.SocketMode; m > 0o777 {
 		ch.add("api.socket_mode", "%s has bits beyond 0777", m)
 	} else if m&0o600 != 0o600 {

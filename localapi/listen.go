@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/conclave-agent/conclave/internal/safefile"
 )
 
 // ErrSocketInUse is returned by Listen when another process answers on the
@@ -39,21 +41,34 @@ func Listen(path string, mode fs.FileMode) (net.Listener, error) {
 	if mode&^fs.ModePerm != 0 {
 		return nil, fmt.Errorf("localapi: socket mode %v has bits beyond 0777", mode)
 	}
+	if len(path) > maxSocketPath {
+		return nil, fmt.Errorf("localapi: socket path %s is %d bytes; the kernel takes at most %d: choose a shorter api.socket", path, len(path), maxSocketPath)
+	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, fmt.Errorf("localapi: socket directory: %w", err)
+		return nil, fmt.Errorf("localapi: cannot create the directory of socket %s: %w", path, err)
+	}
+	// Another user who can write to the directory could replace the socket
+	// with one of theirs. A sticky directory (like /tmp) is safe from that.
+	if err := safefile.CheckDir(dir, true); err != nil {
+		return nil, fmt.Errorf("localapi: socket %s: %w", path, err)
 	}
 	if err := removeStale(path); err != nil {
 		return nil, err
 	}
 
-	tmpDir, err := os.MkdirTemp(dir, ".s") // short: sun_path is ~104 bytes
+	tmpDir, err := os.MkdirTemp(dir, ".s")
 	if err != nil {
-		return nil, fmt.Errorf("localapi: socket: %w", err)
+		// The temporary name means nothing to the user: name the socket.
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("localapi: cannot create socket %s: %w: this user (uid %d) may not create files in %s; run the agent as a user who may, or choose another api.socket", path, err, os.Getuid(), dir)
 	}
 	defer os.RemoveAll(tmpDir)
 	tmp := filepath.Join(tmpDir, "s")
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
+	ln, err := bindShort(tmpDir, tmp)
 	if err != nil {
 		return nil, fmt.Errorf("localapi: listen on %s: %w", path, err)
 	}
@@ -64,16 +79,48 @@ func Listen(path string, mode fs.FileMode) (net.Listener, error) {
 		return nil, err
 	}
 	if err := os.Chmod(tmp, mode); err != nil {
-		return fail(fmt.Errorf("localapi: chmod socket: %w", err))
+		return fail(fmt.Errorf("localapi: chmod socket %s: %w", path, err))
 	}
 	fi, err := os.Lstat(tmp)
 	if err != nil {
-		return fail(fmt.Errorf("localapi: socket: %w", err))
+		return fail(fmt.Errorf("localapi: socket %s: %w", path, err))
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fail(fmt.Errorf("localapi: socket: %w", err))
+	// link, unlike rename, never replaces a file that appeared at path
+	// after the stale-socket check (another agent's socket, or anything).
+	if err := os.Link(tmp, path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fail(fmt.Errorf("localapi: %s appeared while this agent was creating its socket; refusing to replace it: %w", path, ErrSocketInUse))
+		}
+		return fail(fmt.Errorf("localapi: socket %s: %w", path, err))
 	}
 	return &unixListener{UnixListener: ln, path: path, file: fi}, nil
+}
+
+// maxSocketPath is the longest socket path the kernel accepts: Linux's
+// sun_path holds 108 bytes including the NUL. (The configuration allows 103,
+// the portable bound.)
+const maxSocketPath = 107
+
+// oPath is Linux's O_PATH, which the syscall package does not name.
+const oPath = 0x200000
+
+// bindShort binds a Unix socket at tmp, inside dir, through
+// /proc/self/fd/N/s when it can: that path is short whatever dir is, so the
+// temporary name never makes a valid socket path too long to bind.
+func bindShort(dir, tmp string) (*net.UnixListener, error) {
+	d, err := os.OpenFile(dir, oPath|syscall.O_DIRECTORY, 0)
+	if err == nil {
+		defer d.Close()
+		short := fmt.Sprintf("/proc/self/fd/%d/%s", d.Fd(), filepath.Base(tmp))
+		if ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: short, Net: "unix"}); err == nil {
+			return ln, nil
+		}
+	}
+	// No /proc: bind at the real temporary path, if it fits.
+	if len(tmp) > maxSocketPath {
+		return nil, fmt.Errorf("the temporary socket path %s is longer than %d bytes and /proc is not available to shorten it", tmp, maxSocketPath)
+	}
+	return net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
 }
 
 // removeStale removes path if it is a socket nobody answers on.

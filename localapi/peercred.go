@@ -28,6 +28,9 @@ type peerKey struct{}
 // carries an unknown peer, which may read but not write.
 func connContext(ctx context.Context, c net.Conn) context.Context {
 	p := peer{}
+	if w, ok := c.(interface{ Unwrap() net.Conn }); ok {
+		c = w.Unwrap()
+	}
 	if uc, ok := c.(*net.UnixConn); ok {
 		if raw, err := uc.SyscallConn(); err == nil {
 			var cred *syscall.Ucred

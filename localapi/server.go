@@ -68,6 +68,12 @@ type Options struct {
 	Logger *slog.Logger
 	// RequestTimeout overrides DefaultRequestTimeout when positive.
 	RequestTimeout time.Duration
+	// MaxConnections bounds the connections open at once; beyond it a
+	// connection gets a 503 and is closed. Zero: DefaultMaxConnections.
+	MaxConnections int
+	// MaxWatchers bounds the /v1/watch streams open at once; beyond it the
+	// request gets a 503. Zero: DefaultMaxWatchers.
+	MaxWatchers int
 }
 
 type handler struct {
@@ -85,6 +91,7 @@ type Server struct {
 	timeout  time.Duration
 	handlers map[string]handler // keyed by path, tailscale style
 	counts   counters
+	limits   limits
 
 	done     chan struct{} // closed by Shutdown: ends streams and waits
 	doneOnce sync.Once
@@ -107,6 +114,13 @@ func New(opts Options) (*Server, error) {
 	}
 	if s.timeout <= 0 {
 		s.timeout = DefaultRequestTimeout
+	}
+	s.limits.maxConns, s.limits.maxWatchers = int64(opts.MaxConnections), int64(opts.MaxWatchers)
+	if s.limits.maxConns <= 0 {
+		s.limits.maxConns = DefaultMaxConnections
+	}
+	if s.limits.maxWatchers <= 0 {
+		s.limits.maxWatchers = DefaultMaxWatchers
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -314,6 +328,12 @@ func (s *Server) serveLeader(w http.ResponseWriter, r *http.Request) error {
 // When the hub closes the subscription (lag, shutdown) the last line is an
 // api.Error saying why.
 func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request) error {
+	if !s.limits.acquireWatcher() {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("too many watchers: the agent serves at most %d watch streams at once (api.max_watchers)", s.limits.maxWatchers))
+		return nil
+	}
+	defer s.limits.releaseWatcher()
 	sub := s.hub.Subscribe()
 	defer sub.Close()
 	rc := http.NewResponseController(w)
@@ -382,7 +402,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	srv := s.http
 	s.mu.Unlock()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Serve(&limitListener{Listener: ln, l: &s.limits}); !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("localapi: serve: %w", err)
 	}
 	return nil

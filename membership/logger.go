@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"log"
 	"regexp"
+	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/conclave-agent/conclave/internal/ratelog"
 )
 
 // zapWriter turns memberlist's log lines ("[DEBUG] memberlist: …") into zap
@@ -33,6 +37,38 @@ var levelPrefixes = []struct {
 
 var suspectLine = regexp.MustCompile(`^Suspect (.+) has failed, no acks received$`)
 
+// remoteLogEvery is how often one kind of memberlist warning or error is
+// logged. Most answer a packet or connection from outside, whose source a
+// UDP sender can forge: 300 stray packets used to give 300 ERROR lines.
+const remoteLogEvery = 10 * time.Second
+
+// problemLines counts memberlist's warnings and errors, logged or not, in
+// this process (every cluster together).
+var problemLines atomic.Uint64
+
+// ProblemLines returns how many warnings and errors memberlist has reported
+// in this process, including those the rate limit kept out of the log.
+func ProblemLines() uint64 { return problemLines.Load() }
+
+var remoteLogs atomic.Pointer[ratelog.Set]
+
+func init() { remoteLogs.Store(ratelog.NewSet(remoteLogEvery)) }
+
+// logKey is what identifies a kind of line for the rate limit: its fixed
+// text, up to the first detail memberlist fills in — a quoted name, a
+// number, an address, ": " before an error — at most 64 bytes. A sender
+// varying the details (forged names, ports) still hits one limiter.
+func logKey(line []byte) string {
+	end := min(len(line), 64)
+	for i, c := range line[:end] {
+		if c == '\'' || c == '"' || c == '[' || c == '=' || (c >= '0' && c <= '9') || (c == ':' && i+1 < len(line) && line[i+1] == ' ') {
+			end = i
+			break
+		}
+	}
+	return string(bytes.TrimRight(line[:end], " "))
+}
+
 func newStdLogger(w *zapWriter) *log.Logger { return log.New(w, "", 0) }
 
 // Write handles one log line; log.Logger calls it once per line.
@@ -52,8 +88,19 @@ func (w *zapWriter) Write(p []byte) (int, error) {
 			w.onSuspect(string(m[1]))
 		}
 	}
+	var fields []zap.Field
+	if level >= zapcore.WarnLevel {
+		problemLines.Add(1)
+		ok, suppressed := remoteLogs.Load().Allow(logKey(line), time.Now())
+		if !ok {
+			return n, nil
+		}
+		if suppressed > 0 {
+			fields = append(fields, zap.Uint64("suppressed_since_last", suppressed))
+		}
+	}
 	if ce := w.log.Check(level, string(line)); ce != nil {
-		ce.Write()
+		ce.Write(fields...)
 	}
 	return n, nil
 }

@@ -341,10 +341,7 @@ func (m *Membership) Shutdown() error {
 func (m *Membership) record(kind EventKind, n *memberlist.Node, state State) {
 	meta, err := decodeMeta(n.Meta)
 	if err != nil {
-		// A member we cannot identify cannot take part in elections; it
-		// stays out of the list rather than entering with a made-up id.
-		m.log.Warn("ignoring member with unreadable metadata", zap.String("member", n.Name),
-			zap.String("addr", n.Address()), zap.Error(err))
+		m.unreadable(n, err)
 		return
 	}
 	mb := Member{

@@ -4,7 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 	"unicode/utf8"
+
+	"go.uber.org/zap"
 
 	"github.com/conclave-agent/conclave/protocols"
 	"github.com/hashicorp/memberlist"
@@ -146,4 +149,34 @@ func (r *metaReader) str(field string) string {
 		return ""
 	}
 	return string(s)
+}
+
+// unreadable handles a member whose metadata does not decode. A member we
+// cannot identify cannot take part in elections: a new one stays out of the
+// list rather than entering with a made-up id, and a known one — whose
+// metadata stopped decoding, or whose departure arrives with unreadable
+// metadata — is reported dead, not left "alive" for ever. It comes back with
+// its next readable update. The warning is rate-limited: the metadata
+// travels in every gossip round.
+func (m *Membership) unreadable(n *memberlist.Node, err error) {
+	m.mu.Lock()
+	prev, known := m.members[n.Name]
+	usable := known && prev.State != StateDead && prev.State != StateLeft
+	if usable {
+		prev.State = StateDead
+		m.members[n.Name] = prev
+	}
+	m.mu.Unlock()
+	problemLines.Add(1)
+	if ok, suppressed := remoteLogs.Load().Allow("unreadable metadata "+n.Name, time.Now()); ok {
+		what := "ignoring a member whose metadata cannot be read"
+		if known {
+			what = "a member's metadata cannot be read: treating it as down until it can"
+		}
+		m.log.Warn(what, zap.String("member", n.Name), zap.String("addr", n.Address()), zap.Error(err),
+			zap.Uint64("suppressed_since_last", suppressed))
+	}
+	if usable {
+		m.events.push(Event{Kind: EventDead, Member: prev})
+	}
 }

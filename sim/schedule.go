@@ -42,6 +42,13 @@ const (
 	// FaultLongDelay is one message held back an extra one to three
 	// election timeouts (a stalled stream's retransmission).
 	FaultLongDelay
+	// FaultPoison makes the target node send every other node a heartbeat
+	// claiming leadership in term and epoch Action.Value (the epoch's low
+	// bits replaced by the sender's id, so bully and ring take it as the
+	// sender's own): a buggy build or a hostile member. Values up to
+	// protocols.MaxAccepted must be survived, larger ones refused. Only
+	// explicit schedules use it; RandomSchedule never draws it.
+	FaultPoison
 
 	// NumFaultKinds is the number of fault kinds.
 	NumFaultKinds
@@ -59,6 +66,7 @@ var faultNames = [...]string{
 	FaultDrop:          "drop",
 	FaultDuplicate:     "duplicate",
 	FaultLongDelay:     "long-delay",
+	FaultPoison:        "poison",
 }
 
 // String returns the fault kind's short name.
@@ -108,6 +116,8 @@ type Action struct {
 	// Duration is how long until the fault is undone (crash: until the
 	// restart). The heal at the end of the fault phase undoes everything.
 	Duration time.Duration
+	// Value is the term and epoch a FaultPoison sends.
+	Value uint64
 }
 
 // Schedule is a complete fault plan for one run.

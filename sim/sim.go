@@ -707,6 +707,9 @@ func (r *run) fault(i int) {
 		}
 		r.drain(nd)
 		return
+	case FaultPoison:
+		r.poison(a, r.target(a.Target))
+		return
 	default:
 		return
 	}
@@ -717,6 +720,25 @@ func (r *run) fault(i int) {
 		undo.inc = r.partGen
 	}
 	r.q.push(undo)
+}
+
+// poison makes node tgt send a heartbeat carrying a.Value to every other
+// node, through the network model like any message it sends.
+func (r *run) poison(a Action, tgt int) {
+	nd := r.nodes[tgt]
+	if nd.crashed || nd.paused {
+		return
+	}
+	r.stats.Faults[FaultPoison]++
+	r.rec(traceRec{kind: recFault, node: int32(tgt), a: uint64(FaultPoison), b: uint64(tgt), c: a.Value})
+	id := nd.member.ID
+	epoch := a.Value&^uint64(protocols.MaxEpochID) | uint64(id)
+	for _, m := range r.mems {
+		if m.ID == id {
+			continue
+		}
+		r.send(nd, protocols.Message{Kind: protocols.MsgHeartbeat, From: id, To: m.ID, Leader: id, Term: a.Value, Epoch: epoch})
+	}
 }
 
 // crashFault crashes node tgt for action i and schedules its restart.

@@ -90,6 +90,9 @@ func (r *traceRec) String() string {
 		if int64(r.b) >= 0 {
 			s += fmt.Sprintf(" n%d", r.b+1)
 		}
+		if FaultKind(r.a) == FaultPoison {
+			s += fmt.Sprintf(" value=%d", r.c)
+		}
 		return s
 	case recHeal:
 		return prefix + " HEAL  all faults removed"

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/conclave-agent/conclave/internal/safefile"
 )
 
 // LockFileName is the name of the lock file inside the data directory.
@@ -33,8 +35,13 @@ func LockDir(dir string) (*DirLock, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("store: create data directory: %w", err)
 	}
+	if err := safefile.CheckDir(dir, false); err != nil {
+		return nil, fmt.Errorf("store: data directory: %w", err)
+	}
 	path := filepath.Join(dir, LockFileName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	// Never through a symlink: the PID written below would truncate and
+	// overwrite whatever file it points to.
+	f, err := safefile.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("store: open lock file: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/conclave-agent/conclave/internal/atomicfile"
+	"github.com/conclave-agent/conclave/internal/safefile"
 	"github.com/conclave-agent/conclave/protocols"
 )
 
@@ -85,7 +86,7 @@ func (s *Store) Load() (protocols.HardState, error) {
 }
 
 func (s *Store) load() (protocols.HardState, error) {
-	f, err := os.Open(s.path)
+	f, err := safefile.Open(s.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return protocols.HardState{}, nil
 	}
@@ -106,6 +107,14 @@ func (s *Store) load() (protocols.HardState, error) {
 		}
 		return protocols.HardState{}, fmt.Errorf("store: state file %s: %w (refusing to start from a reset state; restore it or, to start this node afresh, delete it)", s.path, err)
 	}
+	if err := protocols.CheckHardState(hs); err != nil {
+		// No election can follow such a state without wrapping the
+		// counter; it comes from a buggy build, a wrong backup or a
+		// hostile member, never from this agent's own elections.
+		return protocols.HardState{}, fmt.Errorf("store: state file %s: %w; no election can follow it without wrapping. "+
+			"Start this node afresh by deleting the file (it then joins at the cluster's term), or restore a backup taken before the bad value; "+
+			"if every member holds it, stop them all, delete every state file and reset the highest epoch your fenced resources keep", s.path, err)
+	}
 	return hs, nil
 }
 
@@ -124,6 +133,9 @@ func (s *Store) Save(hs protocols.HardState) error {
 			return err
 		}
 		s.last = &prev
+	}
+	if err := protocols.CheckHardState(hs); err != nil {
+		return fmt.Errorf("store: save %s: %w", s.path, err)
 	}
 	if err := checkForward(*s.last, hs); err != nil {
 		return fmt.Errorf("store: save %s: %w", s.path, err)

@@ -28,7 +28,7 @@ func TestRoundTrip(t *testing.T) {
 		{Term: 1, Vote: 3, Epoch: 1},
 		{Term: 2, Vote: 0, Epoch: 2},
 		{Term: 2, Vote: 7, Epoch: 2},
-		{Term: 1<<64 - 1, Vote: protocols.ID(1<<64 - 1), Epoch: 1<<64 - 1},
+		{Term: protocols.Ceiling, Vote: protocols.ID(1<<64 - 1), Epoch: protocols.Ceiling},
 	}
 	for _, want := range states {
 		if err := s.Save(want); err != nil {
@@ -287,5 +287,69 @@ func BenchmarkSave(b *testing.B) {
 		if err := s.Save(protocols.HardState{Term: term, Vote: 1, Epoch: term}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A record above the ceiling (issue 13: term = epoch = 2^64−2, written by a
+// buggy build or restored from the wrong backup) decodes fine but must be
+// refused at start, naming the file and what to do; Save never writes one.
+func TestStateAboveCeilingRefused(t *testing.T) {
+	dir := t.TempDir()
+	bad := protocols.HardState{Term: 1<<64 - 2, Vote: 1, Epoch: 1<<64 - 2}
+	path := filepath.Join(dir, FileName)
+	if err := os.WriteFile(path, Encode(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := openT(t, dir).Load()
+	if !errors.Is(err, protocols.ErrBeyondCeiling) {
+		t.Fatalf("Load = %v, want ErrBeyondCeiling", err)
+	}
+	for _, want := range []string{path, "deleting the file", "ceiling"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	s := openT(t, t.TempDir())
+	if err := s.Save(bad); !errors.Is(err, protocols.ErrBeyondCeiling) {
+		t.Errorf("Save(%+v) = %v, want ErrBeyondCeiling", bad, err)
+	}
+}
+
+// A LOCK or state record that is a symlink is refused, not followed: the
+// agent used to truncate the LOCK's target to write its pid there.
+func TestSymlinksInDataDirectoryRefused(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(t.TempDir(), "precious")
+	if err := os.WriteFile(target, []byte("do not touch"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(dir, LockFileName)); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := LockDir(dir); err == nil {
+		l.Unlock()
+		t.Fatal("LockDir followed a symlinked LOCK")
+	}
+	if b, _ := os.ReadFile(target); string(b) != "do not touch" {
+		t.Fatalf("the LOCK's target was changed: %q", b)
+	}
+	dir2 := t.TempDir()
+	if err := os.Symlink(target, filepath.Join(dir2, FileName)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openT(t, dir2).Load(); err == nil {
+		t.Fatal("Load read the state record through a symlink")
+	}
+}
+
+// A data directory other users may write to is refused, naming the fix.
+func TestDataDirectoryWritableByOthersRefused(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LockDir(dir)
+	if err == nil || !strings.Contains(err.Error(), "chmod go-w "+dir) {
+		t.Fatalf("LockDir on a 0777 directory: %v, want a refusal naming the fix", err)
 	}
 }

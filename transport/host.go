@@ -424,7 +424,7 @@ func (t *Host) handleStream(s network.Stream) {
 	if !ok {
 		t.mu.Unlock()
 		t.stats.drop(DropUnauthorized)
-		t.log.Warn("refusing election stream: remote peer is not a current member",
+		warnLimited(t.log, "refusing election stream: remote peer is not a current member",
 			zap.Stringer("peer", remote), zap.Stringer("remote_addr", s.Conn().RemoteMultiaddr()))
 		_ = s.Reset()
 		return
@@ -456,7 +456,7 @@ func (t *Host) handleStream(s network.Stream) {
 				log.Debug("election stream ended", zap.Error(err))
 			} else {
 				t.stats.drop(reason)
-				log.Warn("closing election stream: bad frame", zap.String("reason", reason), zap.Error(err))
+				warnLimited(log, "closing election stream: bad frame", zap.String("reason", reason), zap.Error(err))
 			}
 			_ = s.Reset()
 			return
@@ -480,11 +480,17 @@ func (t *Host) handleStream(s network.Stream) {
 			log.Debug("dropping misaddressed message", zap.Stringer("msg", m))
 			continue
 		}
+		// Wait for room rather than drop: each member's stream has one
+		// reader, and the readers waiting on a full Inbound are served in
+		// turn, so a member that floods only slows its own stream (and,
+		// through flow control, its own sender's queue) and can no longer
+		// get other members' heartbeats dropped.
 		select {
 		case t.inbound <- m:
 			t.stats.received[m.Kind].Add(1)
-		default:
-			t.stats.drop(DropInboundFull)
+		case <-t.ctx.Done():
+			_ = s.Reset()
+			return
 		}
 	}
 }
@@ -538,7 +544,7 @@ func (g gater) InterceptSecured(dir network.Direction, p peer.ID, addrs network.
 		return true
 	}
 	g.t.stats.drop(DropUnauthorized)
-	g.t.log.Warn("refusing connection: remote peer is not a current member",
+	warnLimited(g.t.log, "refusing connection: remote peer is not a current member",
 		zap.Stringer("peer", p), zap.Stringer("remote_addr", addrs.RemoteMultiaddr()), zap.Stringer("direction", dir))
 	return false
 }

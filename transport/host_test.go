@@ -40,6 +40,9 @@ type testHost struct {
 
 func newTestHost(t testing.TB, self protocols.ID, key []byte, mod ...func(*Config)) *testHost {
 	t.Helper()
+	// Each test sees the warnings it provokes, whatever earlier tests
+	// logged within the rate limit's interval.
+	freshRemoteLogs(t)
 	core, logs := observer.New(zap.DebugLevel)
 	cfg := Config{
 		DataDir:    t.TempDir(),

@@ -11,10 +11,15 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/pnet"
+
+	"github.com/conclave-agent/conclave/internal/safefile"
 )
 
 // KeyFile is the name of the node's identity key inside the data directory.
 const KeyFile = "node.key"
+
+// maxKeyFileBytes bounds the key file read (an Ed25519 key is 68 bytes).
+const maxKeyFileBytes = 4096
 
 // loadOrCreateIdentity returns the Ed25519 key in dir/node.key, creating it
 // on first start. The peer id derives from it, so it must survive restarts:
@@ -24,7 +29,9 @@ func loadOrCreateIdentity(dir string) (crypto.PrivKey, bool, error) {
 		return nil, false, errors.New("transport: data directory is not set")
 	}
 	path := filepath.Join(dir, KeyFile)
-	raw, err := os.ReadFile(path)
+	// Never through a symlink: the key would come from (or reveal) a file
+	// someone else chose.
+	raw, err := safefile.ReadFile(path, maxKeyFileBytes)
 	if err == nil {
 		key, err := crypto.UnmarshalPrivateKey(raw)
 		if err != nil {

@@ -5,8 +5,11 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/libp2p/go-libp2p/gologshim"
+
+	"github.com/conclave-agent/conclave/internal/ratelog"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -19,6 +22,40 @@ var (
 	bridgeOnce   sync.Once
 	bridgeLogger atomic.Pointer[zap.Logger]
 )
+
+// remoteLogEvery is how often one warning that a remote sender can trigger
+// (a failed handshake, a refused peer, a bad frame, any libp2p warning) is
+// logged: 300 stray TCP connections used to give 300 WARN lines. The events
+// are counted instead, in the transport's drop counters and in
+// HandshakeFailures.
+const remoteLogEvery = 10 * time.Second
+
+// remoteLogs limits those warnings per message, process-wide (the libp2p
+// bridge is process-wide too).
+var remoteLogs atomic.Pointer[ratelog.Set]
+
+func init() { remoteLogs.Store(ratelog.NewSet(remoteLogEvery)) }
+
+// handshakeFailures counts inbound connections that failed libp2p's
+// handshake: a wrong cluster key, or not a conclave node at all.
+var handshakeFailures atomic.Uint64
+
+// HandshakeFailures returns how many inbound connections have failed the
+// handshake in this process (all hosts together).
+func HandshakeFailures() uint64 { return handshakeFailures.Load() }
+
+// warnLimited logs a warning an outside sender can trigger, at most once per
+// remoteLogEvery for the same msg, saying how many were left out.
+func warnLimited(log *zap.Logger, msg string, fields ...zap.Field) {
+	ok, suppressed := remoteLogs.Load().Allow(msg, time.Now())
+	if !ok {
+		return
+	}
+	if suppressed > 0 {
+		fields = append(fields, zap.Uint64("suppressed_since_last", suppressed))
+	}
+	log.Warn(msg, fields...)
+}
 
 // SetLibp2pLogger routes libp2p's own logs to l (named "libp2p"). It is
 // process-wide: with several hosts in one process, the last call wins. New
@@ -81,12 +118,26 @@ func (h *zapHandler) Handle(_ context.Context, r slog.Record) error {
 		}
 		lvl = zapcore.WarnLevel
 	}
+	if promote {
+		handshakeFailures.Add(1)
+	}
+	var suppressed uint64
+	if lvl >= zapcore.WarnLevel {
+		// Most of libp2p's warnings answer what a remote did.
+		var ok bool
+		if ok, suppressed = remoteLogs.Load().Allow(r.Message, time.Now()); !ok {
+			return nil
+		}
+	}
 	ce := h.logger().Check(lvl, r.Message)
 	if ce == nil {
 		return nil
 	}
-	fields := make([]zap.Field, 0, len(h.attrs)+r.NumAttrs()+1)
+	fields := make([]zap.Field, 0, len(h.attrs)+r.NumAttrs()+2)
 	fields = append(fields, h.attrs...)
+	if suppressed > 0 {
+		fields = append(fields, zap.Uint64("suppressed_since_last", suppressed))
+	}
 	if promote {
 		fields = append(fields, zap.String("hint", hint))
 	}

@@ -8,9 +8,19 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/conclave-agent/conclave/internal/ratelog"
 )
 
+// freshRemoteLogs gives the test its own rate limits (they are
+// process-wide).
+func freshRemoteLogs(t testing.TB) {
+	prev := remoteLogs.Swap(ratelog.NewSet(remoteLogEvery))
+	t.Cleanup(func() { remoteLogs.Store(prev) })
+}
+
 func TestSlogBridgeForwardsToZap(t *testing.T) {
+	freshRemoteLogs(t)
 	core, logs := observer.New(zap.DebugLevel)
 	prev := bridgeLogger.Load()
 	t.Cleanup(func() {
@@ -42,5 +52,31 @@ func TestSlogBridgeForwardsToZap(t *testing.T) {
 	p := all[1]
 	if p.Level != zapcore.WarnLevel || p.Message != "accept upgrade error" || p.ContextMap()["hint"] == nil {
 		t.Fatalf("promoted entry %+v", p)
+	}
+}
+
+// 300 connections that fail the handshake (stray TCP, a wrong cluster key)
+// used to give 300 WARN lines; now one, and the counter has all 300.
+func TestBridgeRateLimitsRemoteWarnings(t *testing.T) {
+	freshRemoteLogs(t)
+	core, logs := observer.New(zap.DebugLevel)
+	prev := bridgeLogger.Load()
+	t.Cleanup(func() {
+		if prev != nil {
+			bridgeLogger.Store(prev)
+		}
+	})
+	SetLibp2pLogger(zap.New(core))
+	l := slog.New(&zapHandler{})
+	before := HandshakeFailures()
+	for range 300 {
+		l.Debug("accept upgrade error", "err", "failed to negotiate security protocol")
+		l.Warn("some libp2p warning", "remote", "1.2.3.4")
+	}
+	if n := logs.Len(); n != 2 {
+		t.Fatalf("300 failed handshakes and 300 warnings gave %d log lines, want 2", n)
+	}
+	if got := HandshakeFailures() - before; got != 300 {
+		t.Fatalf("HandshakeFailures rose by %d, want 300", got)
 	}
 }

@@ -137,7 +137,9 @@ const (
 	DropQueueFull = "queue_full"
 	// DropSendFailed: connecting or writing failed; the message is lost.
 	DropSendFailed = "send_failed"
-	// DropInboundFull: the agent did not drain Inbound fast enough.
+	// DropInboundFull: the agent did not drain Inbound fast enough. No
+	// longer counted by Host, whose readers wait for room in turn (one
+	// member cannot crowd out the others); kept for the in-memory network.
 	DropInboundFull = "inbound_full"
 	// DropUnauthorized: a stream or connection from a peer id that is not
 	// a current member.

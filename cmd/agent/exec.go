@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -26,7 +27,11 @@ const (
 	execPollTimeout  = 500 * time.Millisecond
 	// execStaleAfter: with no fresh answer for this long, contact with the
 	// agent counts as lost (bully and ring have no lease to go by).
-	execStaleAfter  = time.Second
+	execStaleAfter = time.Second
+	// execLeaseMargin: the command is stopped this long before the lease
+	// runs out, so SIGTERM reaches it while no other node can lead yet,
+	// even when this process is a little late to wake up.
+	execLeaseMargin = 25 * time.Millisecond
 	execRestartWait = time.Second
 )
 
@@ -60,8 +65,66 @@ func runExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 type statusUpdate struct {
 	st  api.Status
-	at  time.Time // when the request was sent: the lease counts from here
+	at  time.Time // poll: when the request was sent; watch: when the event was read
 	err error
+	// poll marks an answer to a poll: only those vouch for the lease,
+	// because the lease counts from the time the request was sent, an
+	// instant known to come before the agent computed the answer. A watch
+	// event may have waited in the socket for any time.
+	poll bool
+}
+
+// execView is what exec knows of the agent's leadership: the newest view
+// from either source, and the lease vouched for by the last poll.
+type execView struct {
+	st  api.Status
+	err error // contact lost, since the last answer
+	// leaseEpoch is the epoch the last poll saw this node lead; leaseUntil
+	// when that lease runs out (zero: no lease, bully and ring), and
+	// freshUntil when the poll is too old to vouch for anything.
+	leaseEpoch             uint64
+	leaseUntil, freshUntil time.Time
+}
+
+// update merges u into v. Answers are ordered by the agent's Seq: one
+// computed before a change already seen never undoes it. A watch event acts
+// the moment it is read; it can end leadership at once but not start one.
+func (v *execView) update(u statusUpdate) {
+	if u.err != nil {
+		// The agent may be gone or restarting: its Seq starts again.
+		v.err, v.st.Seq = u.err, 0
+		return
+	}
+	if u.st.Seq < v.st.Seq {
+		return
+	}
+	v.st, v.err = u.st, nil
+	if u.poll && u.st.Role == api.RoleLeader {
+		v.leaseEpoch = u.st.Epoch
+		v.freshUntil = u.at.Add(execStaleAfter)
+		v.leaseUntil = time.Time{}
+		if l := u.st.Lease(); l > 0 {
+			// A lease shorter than the margin still counts as a lease,
+			// just one already over.
+			v.leaseUntil = u.at.Add(max(l-execLeaseMargin, time.Nanosecond))
+		}
+	}
+}
+
+// leads reports whether v still vouches for this node's leadership now.
+func (v *execView) leads(now time.Time) bool {
+	if v.err != nil || v.st.Role != api.RoleLeader || v.st.Epoch != v.leaseEpoch || !now.Before(v.freshUntil) {
+		return false
+	}
+	return v.leaseUntil.IsZero() || now.Before(v.leaseUntil)
+}
+
+// deadline is when leads may turn false without any new answer.
+func (v *execView) deadline() time.Time {
+	if !v.leaseUntil.IsZero() && v.leaseUntil.Before(v.freshUntil) {
+		return v.leaseUntil
+	}
+	return v.freshUntil
 }
 
 type execRunner struct {
@@ -71,7 +134,8 @@ type execRunner struct {
 	stdout io.Writer
 	stderr io.Writer
 
-	child     *exec.Cmd
+	child     *exec.Cmd     // the guardian that runs the command (guardian.go)
+	lifeline  *os.File      // closing it kills the command and all it started
 	childDone chan error    // the child's Wait result, read only by the loop
 	exited    chan struct{} // closed when the child has been waited for
 	epoch     uint64
@@ -96,70 +160,67 @@ func (r *execRunner) run(ctx context.Context) int {
 	signal.Notify(forward, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
 	defer signal.Stop(forward)
 
-	var last statusUpdate
-	check := time.NewTicker(20 * time.Millisecond)
-	defer check.Stop()
+	var view execView
+	// wake fires when the lease or the last poll's freshness runs out, so
+	// the command is stopped then and not at some later tick.
+	wake := time.NewTimer(time.Hour)
+	defer wake.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			// SIGINT/SIGTERM to exec: pass it on, wait out the grace.
 			return r.shutdown()
 		case u := <-updates:
-			if u.err == nil && !u.at.Before(last.at) {
-				last = u
-			} else if u.err != nil && last.err == nil {
+			if u.err != nil && view.err == nil {
 				r.logf("lost contact with the agent: %v", u.err)
-				last = statusUpdate{err: u.err, at: last.at, st: last.st}
 			}
-		case <-check.C:
+			view.update(u)
+		case <-wake.C:
 		case sig := <-forward:
 			r.signalChild(sig.(syscall.Signal))
 		case err := <-r.childDone:
 			r.reap(err)
 		}
-		r.reconcile(last)
+		r.reconcile(&view)
+		// Wake at the lease's end while leading, and when a restart is
+		// due; otherwise only answers (a poll every 100 ms) move anything.
+		now := time.Now()
+		next := now.Add(time.Hour)
+		if view.leads(now) {
+			next = view.deadline()
+		}
+		if r.child == nil && r.restartAt.After(now) && r.restartAt.Before(next) {
+			next = r.restartAt
+		}
+		wake.Reset(max(next.Sub(now), time.Millisecond))
 	}
 }
 
-// leads reports whether u still vouches for this node's leadership now.
-func leads(u statusUpdate, now time.Time) bool {
-	if u.err != nil || u.st.Role != api.RoleLeader || now.Sub(u.at) > execStaleAfter {
-		return false
-	}
-	if u.st.LeaseMS > 0 && now.After(u.at.Add(time.Duration(u.st.LeaseMS)*time.Millisecond)) {
-		return false
-	}
-	return true
-}
-
-func (r *execRunner) reconcile(u statusUpdate) {
+func (r *execRunner) reconcile(v *execView) {
 	now := time.Now()
-	want := leads(u, now)
+	want := v.leads(now)
 	if r.child != nil {
-		if !r.stopping && (!want || u.st.Epoch != r.epoch) {
+		if !r.stopping && (!want || v.st.Epoch != r.epoch) {
 			r.logf("leadership of epoch %d lost: stopping the command", r.epoch)
 			r.stopChild()
 		}
 		return
 	}
-	if want && now.After(r.restartAt) {
-		r.startChild(u.st)
+	if want && !now.Before(r.restartAt) {
+		r.startChild(v.st)
 	}
 }
 
 func (r *execRunner) startChild(st api.Status) {
-	cmd := exec.Command(r.argv[0], r.argv[1:]...)
-	cmd.Stdout, cmd.Stderr, cmd.Stdin = r.stdout, r.stderr, os.Stdin
-	cmd.Env = append(os.Environ(), "CONCLAVE_EPOCH="+strconv.FormatUint(st.Epoch, 10), "CONCLAVE_LEADER="+st.Leader)
-	// Its own process group, so stopping it stops what it started too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	env := append(os.Environ(), "CONCLAVE_EPOCH="+strconv.FormatUint(st.Epoch, 10), "CONCLAVE_LEADER="+st.Leader)
+	cmd, pid, lifeline, err := startGuarded(r.argv, env, os.Stdin, r.stdout, r.stderr)
+	if err != nil {
 		r.logf("cannot start %s: %v", r.argv[0], err)
 		r.restartAt = time.Now().Add(execRestartWait)
 		return
 	}
-	r.logf("leading in epoch %d: started %s (pid %d)", st.Epoch, r.argv[0], cmd.Process.Pid)
-	r.child, r.epoch, r.stopping = cmd, st.Epoch, false
+	r.logf("leading in epoch %d: started %s (pid %d)", st.Epoch, r.argv[0], pid)
+	r.child, r.lifeline, r.epoch, r.stopping = cmd, lifeline, st.Epoch, false
 	done, exited := make(chan error, 1), make(chan struct{})
 	r.childDone, r.exited = done, exited
 	go func() {
@@ -169,22 +230,23 @@ func (r *execRunner) startChild(st api.Status) {
 	}()
 }
 
-// stopChild sends SIGTERM now and SIGKILL after the grace period.
+// stopChild sends SIGTERM now (the guardian relays it to the command's
+// process group) and, after the grace period, cuts the lifeline: the
+// guardian then SIGKILLs the command and everything it started.
 func (r *execRunner) stopChild() {
 	if r.child == nil || r.stopping {
 		return
 	}
 	r.stopping = true
-	pgid := r.child.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	exited := r.exited
+	_ = r.child.Process.Signal(syscall.SIGTERM)
+	exited, lifeline := r.exited, r.lifeline
 	grace := r.grace
 	go func() {
 		t := time.NewTimer(grace)
 		defer t.Stop()
 		select {
 		case <-t.C:
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			lifeline.Close()
 		case <-exited:
 		}
 	}()
@@ -192,7 +254,7 @@ func (r *execRunner) stopChild() {
 
 func (r *execRunner) signalChild(sig syscall.Signal) {
 	if r.child != nil {
-		_ = syscall.Kill(-r.child.Process.Pid, sig)
+		_ = r.child.Process.Signal(sig)
 	}
 }
 
@@ -206,7 +268,8 @@ func (r *execRunner) reap(err error) {
 		// It ended on its own while we still lead: start it again soon.
 		r.restartAt = time.Now().Add(execRestartWait)
 	}
-	r.child, r.childDone, r.exited, r.stopping = nil, nil, nil, false
+	r.lifeline.Close()
+	r.child, r.lifeline, r.childDone, r.exited, r.stopping = nil, nil, nil, nil, false
 }
 
 // shutdown stops the child (if any) and returns its exit code.
@@ -216,7 +279,8 @@ func (r *execRunner) shutdown() int {
 	}
 	r.stopChild()
 	err := <-r.childDone
-	r.child = nil
+	r.lifeline.Close()
+	r.child, r.lifeline = nil, nil
 	return exitCode(err)
 }
 
@@ -248,7 +312,7 @@ func (r *execRunner) poll(ctx context.Context, out chan<- statusUpdate) {
 			return
 		}
 		select {
-		case out <- statusUpdate{st: st, at: at, err: err}:
+		case out <- statusUpdate{st: st, at: at, err: err, poll: true}:
 		case <-ctx.Done():
 			return
 		}
@@ -262,17 +326,33 @@ func (r *execRunner) poll(ctx context.Context, out chan<- statusUpdate) {
 
 // watch pushes changes the moment the agent announces them.
 func (r *execRunner) watch(ctx context.Context, out chan<- statusUpdate) {
+	refused := false
 	for ctx.Err() == nil {
 		w, err := r.c.Watch(ctx)
+		var ae *client.Error
+		if errors.As(err, &ae) && ae.StatusCode == http.StatusServiceUnavailable {
+			// The agent is there but serves its most watchers
+			// (api.max_watchers): that is no loss of contact. The polls
+			// still vouch for the lease, only later.
+			if !refused {
+				r.logf("the agent refused a watch stream (%v); relying on polls until it accepts one", err)
+				refused = true
+			}
+			select {
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		refused = false
 		if err == nil {
 			for {
-				at := time.Now()
 				var st api.Status
 				if st, err = w.Next(); err != nil {
 					break
 				}
 				select {
-				case out <- statusUpdate{st: st, at: at}:
+				case out <- statusUpdate{st: st, at: time.Now()}:
 				case <-ctx.Done():
 				}
 			}

@@ -102,6 +102,11 @@ func TestExecRunsWhileLeading(t *testing.T) {
 	dir := t.TempDir()
 	var stdout, stderr syncBuffer
 	stop := background(t, &stdout, &stderr, "exec", "-socket", sock, "-grace", "20s", "--", "sh", "-c", execScript(dir, false))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("exec's stderr:\n%s", stderr.String())
+		}
+	})
 	ci := waitChild(t, dir, &stderr)
 	if ci.epoch != st.Epoch || ci.leader != "n1" {
 		t.Errorf("child saw CONCLAVE_EPOCH=%d CONCLAVE_LEADER=%q, want %d and n1", ci.epoch, ci.leader, st.Epoch)

@@ -16,6 +16,7 @@
 package bully
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -194,6 +195,14 @@ func (n *Node) startElection(exclude protocols.ID) {
 // HardState in the same Ready as the COORDINATOR messages, so the driver
 // makes it durable before any of them leaves.
 func (n *Node) becomeLeader() {
+	if !protocols.CanCreateEpoch(n.seen) {
+		// The next epoch would pass protocols.Ceiling: stay without a
+		// leader rather than wrap.
+		n.log.Infow("bully: not taking the lead: the epoch is at the ceiling", "node", n.id, "epoch", n.seen)
+		n.st, n.leader = stFollower, protocols.None
+		n.resetFollowerTimer()
+		return
+	}
 	n.epoch = protocols.NextEpoch(n.seen, n.id)
 	n.observe(n.epoch)
 	n.st = stLeader
@@ -259,6 +268,9 @@ func (n *Node) Step(now protocols.Time, m protocols.Message) error {
 		protocols.MsgHeartbeat, protocols.MsgHeartbeatResp:
 	default:
 		return protocols.ErrUnknownKind
+	}
+	if !protocols.AdmitEpoch(m.Epoch, n.seen) {
+		return fmt.Errorf("bully: %w", protocols.BeyondCeiling("epoch", m, m.Epoch, n.seen))
 	}
 	n.now = now
 	n.observe(m.Epoch)

@@ -62,6 +62,9 @@ func (c Config) Validate() error {
 	for _, e := range protocols.CheckEpochIDs(c.ID, c.Members) {
 		errs = append(errs, fmt.Errorf("bully: %w", e))
 	}
+	if err := protocols.CheckHardState(c.HardState); err != nil {
+		errs = append(errs, fmt.Errorf("bully: hard state: %w", err))
+	}
 	hb, et := c.durations()
 	if c.HeartbeatInterval < 0 || c.ElectionTimeout < 0 {
 		errs = append(errs, errors.New("bully: durations must not be negative"))

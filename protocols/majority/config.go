@@ -84,6 +84,9 @@ func (c Config) validate() error {
 	if c.MaxClockDrift < 0 || c.MaxClockDrift >= 0.5 {
 		errs = append(errs, fmt.Errorf("max clock drift %v must be in [0, 0.5)", c.MaxClockDrift))
 	}
+	if err := protocols.CheckHardState(c.HardState); err != nil {
+		errs = append(errs, fmt.Errorf("hard state: %w", err))
+	}
 	if c.Rand == nil {
 		errs = append(errs, errors.New("rand must be set"))
 	}

@@ -225,6 +225,9 @@ func (n *Node) becomeFollower(now protocols.Time, term uint64, leader protocols.
 }
 
 func (n *Node) becomePreCandidate(now protocols.Time) {
+	if n.atCeiling(now) {
+		return
+	}
 	n.state = statePreCandidate
 	n.leader = protocols.None
 	clear(n.granted)
@@ -242,6 +245,9 @@ func (n *Node) becomePreCandidate(now protocols.Time) {
 // campaign raises the term and asks for votes; transfer marks a campaign
 // ordered by the current leader's TimeoutNow.
 func (n *Node) campaign(now protocols.Time, transfer bool) {
+	if n.atCeiling(now) {
+		return
+	}
 	oldLeader := n.leader
 	n.term++
 	n.vote = n.id
@@ -264,6 +270,17 @@ func (n *Node) campaign(now protocols.Time, transfer bool) {
 		m.Leader = oldLeader
 	}
 	n.broadcast(m, true)
+}
+
+// atCeiling reports, and logs, that the next term would pass
+// protocols.Ceiling: the node then stays a follower rather than wrap.
+func (n *Node) atCeiling(now protocols.Time) bool {
+	if protocols.CanRaiseTerm(n.term) {
+		return false
+	}
+	n.log.Infow("not campaigning: the term is at the ceiling", "term", n.term, "ceiling", protocols.Ceiling)
+	n.becomeFollower(now, n.term, protocols.None)
+	return true
 }
 
 func (n *Node) won() bool {
@@ -439,6 +456,10 @@ func (n *Node) Step(now protocols.Time, m protocols.Message) error {
 	}
 	if _, ok := n.members[m.From]; !ok || m.From == n.id {
 		return fmt.Errorf("majority: message from %d: %w", m.From, protocols.ErrUnknownSender)
+	}
+
+	if !protocols.AdmitTerm(m.Term, n.term) {
+		return fmt.Errorf("majority: %w", protocols.BeyondCeiling("term", m, m.Term, n.term))
 	}
 
 	// Decide before any term change whether this is the transfer campaign

@@ -66,6 +66,9 @@ func (c Config) Validate() error {
 	for _, e := range protocols.CheckEpochIDs(c.ID, c.Members) {
 		errs = append(errs, fmt.Errorf("ring: %w", e))
 	}
+	if err := protocols.CheckHardState(c.HardState); err != nil {
+		errs = append(errs, fmt.Errorf("ring: hard state: %w", err))
+	}
 	if c.Algorithm != "" && c.Algorithm != AlgLCR && c.Algorithm != AlgHS {
 		errs = append(errs, fmt.Errorf("ring: algorithm %q must be %q or %q", c.Algorithm, AlgLCR, AlgHS))
 	}

@@ -17,6 +17,7 @@
 package ring
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -298,6 +299,14 @@ func (n *Node) probe() {
 // The epoch rises into HardState in the same Ready as the announcement, so
 // the driver makes it durable first.
 func (n *Node) becomeLeader() {
+	if !protocols.CanCreateEpoch(n.seen) {
+		// The next epoch would pass protocols.Ceiling: stay without a
+		// leader rather than wrap.
+		n.log.Infow("ring: not taking the lead: the epoch is at the ceiling", "node", n.id, "epoch", n.seen)
+		n.st, n.leader, n.participant = stFollower, protocols.None, false
+		n.resetTimer()
+		return
+	}
 	n.epoch = protocols.NextEpoch(n.seen, n.id)
 	n.observe(n.epoch)
 	n.st = stLeader
@@ -375,6 +384,9 @@ func (n *Node) Step(now protocols.Time, m protocols.Message) error {
 		}
 	default:
 		return protocols.ErrUnknownKind
+	}
+	if !protocols.AdmitEpoch(m.Epoch, n.seen) {
+		return fmt.Errorf("ring: %w", protocols.BeyondCeiling("epoch", m, m.Epoch, n.seen))
 	}
 	n.now = now
 	n.observe(m.Epoch)
