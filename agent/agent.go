@@ -28,6 +28,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/conclave-agent/conclave/config"
+	"github.com/conclave-agent/conclave/internal/netaddr"
 	"github.com/conclave-agent/conclave/localapi"
 	"github.com/conclave-agent/conclave/membership"
 	"github.com/conclave-agent/conclave/phi"
@@ -87,6 +88,9 @@ type Agent struct {
 	cluster membership.Cluster
 	proto   protocols.Protocol
 	self    protocols.Member
+	// gossipAddr and peerAddr are the addresses published to peers (empty
+	// when tests replace gossip or the transport).
+	gossipAddr, peerAddr string
 
 	// snapshot is the loop's latest status, read by socket requests
 	// without a trip through the loop.
@@ -176,6 +180,19 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 		return nil, err
 	}
 
+	pub, err := publishAddrs(netaddr.System, cfg, cfg.Gossip.Join)
+	if err != nil {
+		return nil, err
+	}
+	if pub.gossipAdvertise != "" {
+		lg.Info("gossip binds every address; publishing one", zap.String("gossip.bind", cfg.Gossip.Bind),
+			zap.String("published", pub.gossipAdvertise), zap.String("chosen_as", pub.gossipReason))
+	}
+	if pub.transport.IsValid() {
+		lg.Info("transport listens on every address; publishing one", zap.String("transport.listen", cfg.Transport.Listen),
+			zap.Stringer("published", pub.transport), zap.String("chosen_as", pub.transportReason))
+	}
+
 	a.tr = opts.Transport
 	peerID, peerAddr := "", ""
 	if a.tr == nil {
@@ -183,6 +200,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 			DataDir:         cfg.Node.DataDir,
 			Listen:          cfg.Transport.Listen,
 			Advertise:       cfg.Transport.Advertise,
+			Publish:         pub.transport,
 			ClusterKey:      key,
 			MaxMessageBytes: cfg.Transport.MaxMessageBytes,
 			Logger:          lg.Named("transport"),
@@ -198,6 +216,11 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 		}
 	}
 
+	gossipAdvertise := cfg.Gossip.Advertise
+	if gossipAdvertise == "" {
+		gossipAdvertise = pub.gossipAdvertise
+	}
+	a.peerAddr = peerAddr
 	a.cluster = opts.Cluster
 	if a.cluster == nil {
 		ml, err := membership.Start(membership.Config{
@@ -205,7 +228,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 			ID:        a.self.ID,
 			Voter:     a.self.Voter,
 			Bind:      cfg.Gossip.Bind,
-			Advertise: cfg.Gossip.Advertise,
+			Advertise: gossipAdvertise,
 			Join:      cfg.Gossip.Join,
 			Key:       key,
 			Profile:   cfg.Gossip.Profile,
@@ -217,6 +240,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 			return nil, fmt.Errorf("agent: %w", err)
 		}
 		a.cluster = ml
+		a.gossipAddr = ml.LocalAddr()
 	}
 
 	if a.proto, err = newProtocol(cfg, a.self, hs, a.now(), lg.Named("election")); err != nil {
@@ -242,7 +266,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 		zap.String("node", cfg.Node.Name), zap.Uint64("id", cfg.Node.ID),
 		zap.String("protocol", cfg.Election.Protocol),
 		zap.Uint64("term", hs.Term), zap.Uint64("epoch", hs.Epoch),
-		zap.String("peer_id", peerID), zap.String("peer_addr", peerAddr))
+		zap.String("gossip_addr", a.gossipAddr), zap.String("peer_id", peerID), zap.String("peer_addr", peerAddr))
 	return a, nil
 }
 

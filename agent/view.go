@@ -31,6 +31,9 @@ func (a *Agent) status(now protocols.Time) api.Status {
 		Role:     st.Role.String(),
 		Epoch:    st.Epoch,
 		Members:  1,
+
+		GossipAddr:    a.gossipAddr,
+		TransportAddr: a.peerAddr,
 	}
 	out.Leader = a.leaderName(st)
 	if st.Role == protocols.Leader && st.LeaseUntil > now {

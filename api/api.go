@@ -113,6 +113,12 @@ type Status struct {
 	Members int `json:"members"`
 	// Quorum describes the voters (majority).
 	Quorum Quorum `json:"quorum"`
+	// GossipAddr is the host:port this agent publishes to gossip, the
+	// address peers reach it on.
+	GossipAddr string `json:"gossip_addr,omitempty"`
+	// TransportAddr is the libp2p multiaddr (with /p2p/<peer id>) this
+	// agent publishes for election messages.
+	TransportAddr string `json:"transport_addr,omitempty"`
 }
 
 // IsLeader reports whether s says this node leads.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +21,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
 	"go.uber.org/zap"
 
 	"github.com/conclave-agent/conclave/protocols"
@@ -129,6 +132,11 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		opts = append(opts, libp2p.AddrsFactory(func([]ma.Multiaddr) []ma.Multiaddr {
 			return []ma.Multiaddr{advertise}
 		}))
+	} else if cfg.Publish.IsValid() {
+		publish := cfg.Publish.Unmap()
+		opts = append(opts, libp2p.AddrsFactory(func(in []ma.Multiaddr) []ma.Multiaddr {
+			return publishOnly(in, publish)
+		}))
 	}
 	if len(cfg.ClusterKey) > 0 {
 		opts = append(opts, libp2p.PrivateNetwork(DerivePSK(cfg.ClusterKey)))
@@ -147,6 +155,42 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		zap.Strings("addrs", t.Addrs()), zap.Bool("new_identity", created),
 		zap.Bool("private_network", len(cfg.ClusterKey) > 0))
 	return t, nil
+}
+
+// publishOnly keeps the addresses on ip. Should the interface have lost
+// that address, it keeps every address but loopback, and loopback only when
+// nothing else is left: publishing nothing would make the node unreachable
+// for certain, publishing loopback would make peers dial themselves.
+func publishOnly(in []ma.Multiaddr, ip netip.Addr) []ma.Multiaddr {
+	var on, other []ma.Multiaddr
+	for _, a := range in {
+		na, err := manet.ToNetAddr(a)
+		if err != nil {
+			continue
+		}
+		tcp, ok := na.(*net.TCPAddr)
+		if !ok {
+			continue
+		}
+		aip, ok := netip.AddrFromSlice(tcp.IP)
+		if !ok {
+			continue
+		}
+		switch aip = aip.Unmap(); {
+		case aip == ip:
+			on = append(on, a)
+		case !aip.IsLoopback() && !aip.IsUnspecified():
+			other = append(other, a)
+		}
+	}
+	switch {
+	case len(on) > 0:
+		return on
+	case len(other) > 0:
+		return other
+	default:
+		return in
+	}
 }
 
 // PeerID returns this node's libp2p peer id, stable across restarts.

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -75,6 +76,12 @@ type Config struct {
 	// replaces what Addrs returns and what identify tells peers. A host
 	// and a TCP port, without /p2p.
 	Advertise string
+	// Publish, when valid and Advertise is empty, is the one IP address to
+	// publish from a wildcard Listen (0.0.0.0 or ::): libp2p would
+	// otherwise publish every interface address, loopback first, and
+	// peers that dial 127.0.0.1 dial themselves. The agent picks it with
+	// internal/netaddr, usually the address gossip publishes.
+	Publish netip.Addr
 	// ClusterKey, when set, makes libp2p a private network whose
 	// pre-shared key is derived from it ([gossip] key), so only nodes that
 	// may gossip may open election streams.
