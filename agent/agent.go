@@ -103,9 +103,12 @@ type Agent struct {
 	suspected map[protocols.ID]bool
 	// suspectAt caches each detector's SuspectAt until its next heartbeat.
 	suspectAt map[protocols.ID]protocols.Time
-	lastView  view
-	confirms  []*confirmWait
-	stats     loopStats
+	// refused holds live members refused for claiming an id another
+	// member holds, by name; they are admitted once the id is free.
+	refused  map[string]membership.Member
+	lastView view
+	confirms []*confirmWait
+	stats    loopStats
 
 	requests chan func()
 	loopDone chan struct{}
@@ -144,6 +147,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 		detectors: make(map[protocols.ID]*phi.Detector),
 		suspected: make(map[protocols.ID]bool),
 		suspectAt: make(map[protocols.ID]protocols.Time),
+		refused:   make(map[string]membership.Member),
 		requests:  make(chan func()),
 		hub:       localapi.NewHub(watchBuffer),
 		loopDone:  make(chan struct{}),
@@ -546,28 +550,130 @@ func (a *Agent) applyMember(m membership.Member) {
 	}
 	now := a.now()
 	prev, known := a.members[m.Name]
+	if m.State == membership.StateReaped {
+		a.forgetMember(now, prev, known)
+		a.admitRefused(now, prev.ID)
+		return
+	}
 	a.members[m.Name] = m
-	if known && prev.ID != m.ID {
-		delete(a.byID, prev.ID)
+	if known && a.byID[prev.ID] == m.Name && (prev.ID != m.ID || prev.PeerID != m.PeerID) {
+		// Back with another id or another libp2p identity: the old one
+		// is gone for good. Without this its transport peer kept the
+		// peer id, the new id was refused as taken, and the member was
+		// shut out until every other agent restarted.
+		a.log.Info("member changed identity", zap.String("member", m.Name),
+			zap.Uint64("old_id", uint64(prev.ID)), zap.Uint64("id", uint64(m.ID)),
+			zap.String("old_peer_id", prev.PeerID), zap.String("peer_id", m.PeerID))
+		a.dropID(now, prev.ID)
+		a.admitRefused(now, prev.ID)
+		known = false
 	}
 	switch m.State {
 	case membership.StateAlive, membership.StateSuspect:
 		if m.ID == protocols.None {
 			return
 		}
+		if a.refuseDuplicate(m) {
+			return
+		}
+		delete(a.refused, m.Name)
 		a.byID[m.ID] = m.Name
 		if m.PeerID != "" && (!known || prev.PeerID != m.PeerID || prev.PeerAddr != m.PeerAddr || prev.State != m.State) {
 			if err := a.tr.SetPeer(m.ID, m.PeerID, m.PeerAddr); err != nil {
 				a.log.Warn("cannot admit member", zap.String("member", m.Name), zap.Error(err))
 			}
 		}
-		if !known || prev.State == membership.StateDead || prev.State == membership.StateLeft || prev.ID != m.ID {
+		if !known || prev.State == membership.StateDead || prev.State == membership.StateLeft {
 			a.log.Info("member up", zap.String("member", m.Name), zap.Uint64("id", uint64(m.ID)))
 			a.proto.MemberUp(now, m.ProtocolMember())
 		}
 	case membership.StateDead, membership.StateLeft:
+		if _, refused := a.refused[m.Name]; refused {
+			delete(a.refused, m.Name)
+			return
+		}
+		if a.byID[m.ID] != m.Name {
+			return
+		}
 		a.log.Info("member down", zap.String("member", m.Name), zap.Stringer("state", m.State))
 		a.proto.MemberDown(now, m.ID)
-		delete(a.detectors, m.ID)
+		a.forgetDetector(now, m.ID)
+		if m.State == membership.StateLeft {
+			// It said goodbye: stop its sender and refuse its streams.
+			// A dead member keeps its peer, since it may be only
+			// partitioned away; it is removed when gossip reaps it.
+			a.tr.RemovePeer(m.ID)
+		}
+		a.admitRefused(now, m.ID)
+	}
+}
+
+// refuseDuplicate refuses m, loudly, when another live member (or this
+// agent) already holds its id: two agents with one id make every protocol
+// misbehave (an observer was reported leader, the real holder of the id
+// was cut off), so the one that came second stays out until the first is
+// gone. Every agent logs the refusal once per conflict.
+func (a *Agent) refuseDuplicate(m membership.Member) bool {
+	holder, holderAddr := "", ""
+	switch owner, ok := a.byID[m.ID]; {
+	case m.ID == a.self.ID:
+		holder, holderAddr = a.self.Name+" (this agent)", a.gossipAddr
+	case ok && owner != m.Name:
+		if o, live := a.members[owner]; live && (o.State == membership.StateAlive || o.State == membership.StateSuspect) {
+			holder, holderAddr = owner, o.Addr
+		}
+	}
+	if holder == "" {
+		return false
+	}
+	if prev, logged := a.refused[m.Name]; !logged || prev.ID != m.ID || prev.Addr != m.Addr {
+		a.log.Error("refusing a member that claims an id another agent holds; give every agent its own node.id",
+			zap.Uint64("id", uint64(m.ID)),
+			zap.String("member", m.Name), zap.String("member_addr", m.Addr),
+			zap.String("holder", holder), zap.String("holder_addr", holderAddr))
+	}
+	a.refused[m.Name] = m
+	return true
+}
+
+// admitRefused admits a member refused for claiming id, now that id is
+// free.
+func (a *Agent) admitRefused(now protocols.Time, id protocols.ID) {
+	for name, r := range a.refused {
+		if r.ID != id {
+			continue
+		}
+		delete(a.refused, name)
+		if m, ok := a.members[name]; ok && m.ID == id {
+			a.log.Info("admitting a member refused before: the id it claims is free now", zap.String("member", name), zap.Uint64("id", uint64(id)))
+			a.applyMember(m)
+		}
+		return
+	}
+}
+
+// dropID forgets everything kept under a member id that no longer exists:
+// its transport peer (sender goroutine, queue, connections), detector and
+// suspicion, and tells the protocol it is gone.
+func (a *Agent) dropID(now protocols.Time, id protocols.ID) {
+	if id == protocols.None {
+		return
+	}
+	delete(a.byID, id)
+	a.tr.RemovePeer(id)
+	a.proto.MemberDown(now, id)
+	a.forgetDetector(now, id)
+}
+
+// forgetMember drops a member gossip has reaped (dead or left long enough
+// ago): nothing of it stays, so churn cannot grow the agent's state.
+func (a *Agent) forgetMember(now protocols.Time, prev membership.Member, known bool) {
+	if !known {
+		return
+	}
+	delete(a.members, prev.Name)
+	delete(a.refused, prev.Name)
+	if a.byID[prev.ID] == prev.Name {
+		a.dropID(now, prev.ID)
 	}
 }

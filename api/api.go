@@ -135,8 +135,10 @@ func (s Status) LeaderInfo() Leader {
 type Quorum struct {
 	// Voters is the number of configured voters.
 	Voters int `json:"voters"`
-	// Reachable is how many voters this node currently hears, itself
-	// included.
+	// Reachable is how many voters this node currently reaches, itself
+	// included: voters its election transport heard from (a message, or
+	// an answer to a probe) within about two seconds. Gossip listing a
+	// voter as alive is not enough.
 	Reachable int `json:"reachable"`
 	// Healthy is true while Reachable is a majority of Voters.
 	Healthy bool `json:"healthy"`

@@ -65,6 +65,10 @@ type Membership struct {
 
 	mu      sync.Mutex
 	members map[string]Member
+	// downSince is when each dead or left member went down.
+	downSince map[string]time.Time
+	reapAfter time.Duration
+	maxDown   int
 
 	// lifeMu orders Leave and Shutdown (memberlist panics on Leave after
 	// Shutdown). It is never taken by callbacks, which Leave triggers.
@@ -110,12 +114,22 @@ func Start(cfg Config) (*Membership, error) {
 		metaLeaving: metaLeaving,
 		events:      newEventQueue(cfg.EventBuffer),
 		members:     make(map[string]Member),
+		downSince:   make(map[string]time.Time),
+		reapAfter:   cfg.ReapAfter,
+		maxDown:     cfg.MaxDown,
 		stopJoin:    make(chan struct{}),
+	}
+	if m.reapAfter <= 0 {
+		m.reapAfter = DefaultReapAfter
+	}
+	if m.maxDown <= 0 {
+		m.maxDown = DefaultMaxDown
 	}
 	d := &delegate{m: m}
 	mc.Delegate = d
 	mc.Events = d
 	mc.Ping = d
+	mc.Conflict = d
 	mc.LogOutput = nil
 	mc.Logger = newStdLogger(&zapWriter{log: lg.Named("memberlist"), onSuspect: m.suspected})
 	if cfg.tune != nil {
@@ -163,6 +177,7 @@ func (m *Membership) reconnectLoop(interval time.Duration) {
 			return
 		case <-t.C:
 		}
+		m.reap(time.Now())
 		var dead []Member
 		m.mu.Lock()
 		for _, mb := range m.members {
@@ -366,12 +381,53 @@ func (m *Membership) record(kind EventKind, n *memberlist.Node, state State) {
 	}
 	prev, known := m.members[mb.Name]
 	m.members[mb.Name] = mb
+	if state == StateDead || state == StateLeft {
+		if !known || (prev.State != StateDead && prev.State != StateLeft) {
+			m.downSince[mb.Name] = time.Now()
+		}
+	} else {
+		delete(m.downSince, mb.Name)
+	}
 	m.mu.Unlock()
 	if kind == EventUpdate && known && prev == mb {
 		// Only the leaving flag changed: nothing a consumer sees.
 		return
 	}
 	m.events.push(Event{Kind: kind, Member: mb})
+}
+
+// reap forgets members dead or left for longer than reapAfter, and the
+// longest gone beyond maxDown, with an EventReap each.
+func (m *Membership) reap(now time.Time) {
+	m.mu.Lock()
+	var gone []Member
+	for name, since := range m.downSince {
+		if now.Sub(since) >= m.reapAfter {
+			gone = append(gone, m.members[name])
+		}
+	}
+	if over := len(m.downSince) - len(gone) - m.maxDown; over > 0 {
+		rest := make([]string, 0, len(m.downSince))
+		for name, since := range m.downSince {
+			if now.Sub(since) < m.reapAfter {
+				rest = append(rest, name)
+			}
+		}
+		sort.Slice(rest, func(i, j int) bool { return m.downSince[rest[i]].Before(m.downSince[rest[j]]) })
+		for _, name := range rest[:over] {
+			gone = append(gone, m.members[name])
+		}
+	}
+	for _, mb := range gone {
+		delete(m.members, mb.Name)
+		delete(m.downSince, mb.Name)
+	}
+	m.mu.Unlock()
+	for _, mb := range gone {
+		m.log.Info("forgetting a member gone for long", zap.String("member", mb.Name), zap.Stringer("state", mb.State))
+		mb.State = StateReaped
+		m.events.push(Event{Kind: EventReap, Member: mb})
+	}
 }
 
 // setState moves a known member between alive and suspect; it ignores
@@ -432,6 +488,13 @@ func (d *delegate) NotifyLeave(n *memberlist.Node) {
 func (d *delegate) NotifyUpdate(n *memberlist.Node) { d.m.record(EventUpdate, n, StateAlive) }
 
 func (d *delegate) AckPayload() []byte { return nil }
+
+// NotifyConflict is called when a node claims a name another node at
+// another address holds; memberlist keeps the first and ignores the other.
+func (d *delegate) NotifyConflict(existing, other *memberlist.Node) {
+	d.m.log.Error("refusing a node that claims a name another node holds; give every agent its own node.name",
+		zap.String("name", existing.Name), zap.String("holder_addr", existing.Address()), zap.String("claimant_addr", other.Address()))
+}
 
 // NotifyPingComplete is called when our direct probe of n was answered:
 // whatever made us suspect it is over.

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
@@ -60,6 +61,21 @@ type peerState struct {
 	addr  ma.Multiaddr
 	queue chan protocols.Message
 	stop  chan struct{}
+	// kick cuts a backoff short: the member was heard from again.
+	kick chan struct{}
+	// heard is when the member was last heard from (UnixNano): a
+	// message, a probe, an answer to ours. Admission counts as heard, so
+	// a new member is not unreachable before it had a chance to speak.
+	heard atomic.Int64
+	// probing is true while a probe is in flight (guarded by Host.mu).
+	probing bool
+}
+
+func newPeerState(id protocols.ID, pid peer.ID, addr ma.Multiaddr, queueLen int) *peerState {
+	ps := &peerState{id: id, pid: pid, addr: addr,
+		queue: make(chan protocols.Message, queueLen), stop: make(chan struct{}), kick: make(chan struct{}, 1)}
+	ps.heard.Store(time.Now().UnixNano())
+	return ps
 }
 
 // New starts a libp2p host listening on cfg.Listen with the identity kept
@@ -150,6 +166,19 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	t.h = h
 	h.SetStreamHandler(protocol.ID(ProtocolID), t.handleStream)
+	h.SetStreamHandler(protocol.ID(ProbeProtocolID), t.handleProbe)
+	// A member that connects to us is back: its sender may be waiting
+	// out a long backoff from when it was unreachable.
+	h.Network().Notify(&network.NotifyBundle{ConnectedF: func(_ network.Network, c network.Conn) {
+		t.mu.RLock()
+		ps := t.peers[t.byPeer[c.RemotePeer()]]
+		t.mu.RUnlock()
+		if ps != nil {
+			ps.wake()
+		}
+	}})
+	t.wg.Add(1)
+	go t.runProber()
 	t.log.Info("transport started", zap.String("peer_id", h.ID().String()),
 		zap.Stringers("listen", h.Network().ListenAddresses()),
 		zap.Strings("addrs", t.Addrs()), zap.Bool("new_identity", created),
@@ -266,8 +295,7 @@ func (t *Host) SetPeer(id protocols.ID, peerID string, addr string) error {
 	}
 	t.h.Peerstore().ClearAddrs(pid)
 	t.h.Peerstore().AddAddr(pid, maddr, peerstore.PermanentAddrTTL)
-	ps := &peerState{id: id, pid: pid, addr: maddr,
-		queue: make(chan protocols.Message, t.cfg.QueueLen), stop: make(chan struct{})}
+	ps := newPeerState(id, pid, maddr, t.cfg.QueueLen)
 	t.peers[id] = ps
 	t.byPeer[pid] = id
 	t.wg.Add(1)
@@ -320,6 +348,13 @@ func (t *Host) Send(to protocols.ID, m protocols.Message) {
 	default:
 		t.stats.drop(DropQueueFull)
 	}
+}
+
+// peerOf returns the admitted member id, or nil.
+func (t *Host) peerOf(id protocols.ID) *peerState {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.peers[id]
 }
 
 // member returns the member ID a peer id belongs to.
@@ -412,6 +447,12 @@ func (t *Host) runSender(ps *peerState) {
 		case <-ps.stop:
 			timer.Stop()
 			return
+		case <-ps.kick:
+			// Heard from again: try at once, and from the shortest
+			// backoff, instead of waiting up to MaxBackoff.
+			timer.Stop()
+			backoff = t.cfg.MinBackoff
+			continue
 		case <-timer.C:
 		}
 		backoff = min(2*backoff, t.cfg.MaxBackoff)
@@ -526,6 +567,9 @@ func (t *Host) handleStream(s network.Stream) {
 			_ = s.Reset()
 			return
 		}
+		if ps := t.peerOf(cur); ps != nil {
+			t.heard(ps)
+		}
 		if m.To != t.cfg.Self && m.To != protocols.None {
 			t.stats.drop(DropMisaddressed)
 			log.Debug("dropping misaddressed message", zap.Stringer("msg", m))
@@ -595,3 +639,11 @@ func (g gater) InterceptSecured(dir network.Direction, p peer.ID, addrs network.
 }
 
 func (g gater) InterceptUpgraded(network.Conn) (bool, control.DisconnectReason) { return true, 0 }
+
+// PeerCount returns how many members are admitted (tests check that churn
+// does not grow it).
+func (t *Host) PeerCount() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.peers)
+}
