@@ -17,6 +17,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -184,7 +185,18 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 		return nil, err
 	}
 
-	pub, err := publishAddrs(netaddr.System, cfg, cfg.Gossip.Join)
+	// The members this agent knew before a restart are joined along with
+	// gossip.join, and the route to them tells which address to publish.
+	snapshotPath := filepath.Join(cfg.Node.DataDir, membership.SnapshotFile)
+	peers := append([]string(nil), cfg.Gossip.Join...)
+	if known, err := membership.ReadSnapshot(snapshotPath); err == nil {
+		for _, m := range known {
+			if m.Name != cfg.Node.Name {
+				peers = append(peers, m.Addr)
+			}
+		}
+	}
+	pub, err := publishAddrs(netaddr.System, cfg, peers)
 	if err != nil {
 		return nil, err
 	}
@@ -228,17 +240,18 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 	a.cluster = opts.Cluster
 	if a.cluster == nil {
 		ml, err := membership.Start(membership.Config{
-			Name:      cfg.Node.Name,
-			ID:        a.self.ID,
-			Voter:     a.self.Voter,
-			Bind:      cfg.Gossip.Bind,
-			Advertise: gossipAdvertise,
-			Join:      cfg.Gossip.Join,
-			Key:       key,
-			Profile:   cfg.Gossip.Profile,
-			PeerID:    peerID,
-			PeerAddr:  peerAddr,
-			Logger:    lg.Named("gossip"),
+			Name:         cfg.Node.Name,
+			ID:           a.self.ID,
+			Voter:        a.self.Voter,
+			Bind:         cfg.Gossip.Bind,
+			Advertise:    gossipAdvertise,
+			Join:         cfg.Gossip.Join,
+			Key:          key,
+			Profile:      cfg.Gossip.Profile,
+			SnapshotPath: snapshotPath,
+			PeerID:       peerID,
+			PeerAddr:     peerAddr,
+			Logger:       lg.Named("gossip"),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("agent: %w", err)

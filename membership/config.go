@@ -74,6 +74,11 @@ type Config struct {
 	// ReconnectInterval is how often one member last known as dead is
 	// asked to join again; 0 means DefaultReconnectInterval.
 	ReconnectInterval time.Duration
+	// SnapshotPath, when set, is the member snapshot file (usually
+	// SnapshotFile in the data directory): the members this node knew are
+	// kept there as they come and go, and on start it joins them as well
+	// as Join, so a restarted node finds the cluster without a join list.
+	SnapshotPath string
 	// ReapAfter is how long a dead or left member stays listed before it
 	// is forgotten (EventReap); 0 means DefaultReapAfter.
 	ReapAfter time.Duration

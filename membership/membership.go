@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -77,6 +78,9 @@ type Membership struct {
 
 	stopJoin chan struct{}
 	joinDone sync.WaitGroup
+
+	snapshotPath  string
+	snapshotDirty chan struct{}
 }
 
 // Start validates cfg, starts memberlist and, when cfg.Join is not empty,
@@ -118,6 +122,9 @@ func Start(cfg Config) (*Membership, error) {
 		reapAfter:   cfg.ReapAfter,
 		maxDown:     cfg.MaxDown,
 		stopJoin:    make(chan struct{}),
+
+		snapshotPath:  cfg.SnapshotPath,
+		snapshotDirty: make(chan struct{}, 1),
 	}
 	if m.reapAfter <= 0 {
 		m.reapAfter = DefaultReapAfter
@@ -141,7 +148,8 @@ func Start(cfg Config) (*Membership, error) {
 		return nil, fmt.Errorf("membership: start memberlist on %s: %w", cfg.Bind, err)
 	}
 	m.ml = ml
-	if len(cfg.Join) > 0 {
+	rejoin := m.rejoinAddrs(cfg.Join)
+	if len(cfg.Join) > 0 || len(rejoin) > 0 {
 		backoff, maxBackoff := cfg.joinBackoff, cfg.joinBackoffMax
 		if backoff <= 0 {
 			backoff = defaultJoinBackoff
@@ -151,7 +159,11 @@ func Start(cfg Config) (*Membership, error) {
 		}
 		join := append([]string(nil), cfg.Join...)
 		m.joinDone.Add(1)
-		go m.joinLoop(join, backoff, maxBackoff)
+		go m.joinLoop(join, rejoin, backoff, maxBackoff)
+	}
+	if m.snapshotPath != "" {
+		m.joinDone.Add(1)
+		go m.runSnapshot()
 	}
 	interval := cfg.ReconnectInterval
 	if interval <= 0 {
@@ -205,9 +217,21 @@ func (m *Membership) reconnectLoop(interval time.Duration) {
 // partition would each join whoever they could reach and, once the
 // partition heals, stay two separate clusters that know nothing of each
 // other (the chaos harness saw exactly that after a kill-all under a split).
-func (m *Membership) joinLoop(addrs []string, backoff, maxBackoff time.Duration) {
+//
+// rejoin are the addresses of the member snapshot: they are tried with the
+// others until any address is reached, then dropped (members that are gone
+// for good must not be retried for ever; those that are only down are the
+// reconnect loop's business once gossip reports them dead).
+func (m *Membership) joinLoop(addrs, rejoin []string, backoff, maxBackoff time.Duration) {
 	defer m.joinDone.Done()
-	pending := append([]string(nil), addrs...)
+	pending := append(append([]string(nil), addrs...), rejoin...)
+	optional := make(map[string]bool, len(rejoin))
+	for _, a := range rejoin {
+		optional[a] = true
+	}
+	for _, a := range addrs {
+		delete(optional, a)
+	}
 	joined := false
 	for attempt := 1; ; attempt++ {
 		pending = m.unreached(pending)
@@ -229,6 +253,9 @@ func (m *Membership) joinLoop(addrs []string, backoff, maxBackoff time.Duration)
 		if reached > 0 && !joined {
 			joined = true
 			m.log.Info("joined cluster", zap.Int("contacted", reached), zap.Int("attempts", attempt))
+		}
+		if joined && len(optional) > 0 {
+			pending = slices.DeleteFunc(pending, func(a string) bool { return optional[a] })
 		}
 		if len(pending) == 0 {
 			return
@@ -258,6 +285,32 @@ func (m *Membership) joinLoop(addrs []string, backoff, maxBackoff time.Duration)
 		}
 		backoff = min(2*backoff, maxBackoff)
 	}
+}
+
+// rejoinAddrs reads the member snapshot and returns the addresses to join
+// besides join: every member's but this node's own. A snapshot that cannot
+// be read is reported and ignored: it is a cache, rewritten soon.
+func (m *Membership) rejoinAddrs(join []string) []string {
+	if m.snapshotPath == "" {
+		return nil
+	}
+	ms, err := ReadSnapshot(m.snapshotPath)
+	if err != nil {
+		m.log.Warn("ignoring the member snapshot; it is rewritten as members are seen", zap.Error(err))
+		return nil
+	}
+	self := m.ml.LocalNode().Address()
+	var out []string
+	for _, mb := range ms {
+		if mb.Name == m.name || mb.Addr == self || slices.Contains(join, mb.Addr) || slices.Contains(out, mb.Addr) {
+			continue
+		}
+		out = append(out, mb.Addr)
+	}
+	if len(out) > 0 {
+		m.log.Info("rejoining the members of the snapshot", zap.String("snapshot", m.snapshotPath), zap.Strings("addrs", out))
+	}
+	return out
 }
 
 // unreached drops the addresses of members this node already sees alive:
@@ -389,6 +442,9 @@ func (m *Membership) record(kind EventKind, n *memberlist.Node, state State) {
 		delete(m.downSince, mb.Name)
 	}
 	m.mu.Unlock()
+	if !known || prev.Addr != mb.Addr || prev.State != mb.State {
+		m.markSnapshot()
+	}
 	if kind == EventUpdate && known && prev == mb {
 		// Only the leaving flag changed: nothing a consumer sees.
 		return
@@ -423,6 +479,9 @@ func (m *Membership) reap(now time.Time) {
 		delete(m.downSince, mb.Name)
 	}
 	m.mu.Unlock()
+	if len(gone) > 0 {
+		m.markSnapshot()
+	}
 	for _, mb := range gone {
 		m.log.Info("forgetting a member gone for long", zap.String("member", mb.Name), zap.Stringer("state", mb.State))
 		mb.State = StateReaped
