@@ -634,7 +634,8 @@ func (g gater) InterceptSecured(dir network.Direction, p peer.ID, addrs network.
 	}
 	g.t.stats.drop(DropUnauthorized)
 	g.t.log.Warn("refusing connection: remote peer is not a current member",
-		zap.Stringer("peer", p), zap.Stringer("remote_addr", addrs.RemoteMultiaddr()), zap.Stringer("direction", dir))
+		zap.Stringer("peer", p), zap.Stringer("remote_addr", addrs.RemoteMultiaddr()), zap.Stringer("direction", dir),
+		zap.String("hint", "a member is admitted once gossip introduces it: if this peer is one, this node has not heard of it yet (it restarted without gossip.join or a member snapshot, or gossip cannot reach it)"))
 	return false
 }
 
