@@ -3,6 +3,7 @@ package multihost
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -132,6 +133,17 @@ func TestVanishedHost(t *testing.T) {
 		}
 		return st.Role != "leader" && !st.Quorum.Healthy && st.Quorum.Reachable == 1,
 			fmt.Sprintf("role=%s quorum %d of %d healthy=%v", st.Role, st.Quorum.Reachable, st.Quorum.Voters, st.Quorum.Healthy)
+	})
+	// The survivors' connections to the vanished leader got no FIN and
+	// no RST: the transport must close them itself, after a probe goes
+	// unanswered, not after TCP's retransmission timeout.
+	waitFor(t, "a survivor to close its half-open connection to "+gone.name, func() (bool, string) {
+		for _, h := range rest {
+			if b, err := os.ReadFile(h.logPath); err == nil && strings.Contains(string(b), "closing it as half-open") {
+				return true, ""
+			}
+		}
+		return false, "no \"closing it as half-open\" in the survivors' logs"
 	})
 	for _, h := range rest {
 		st, err := h.status()
