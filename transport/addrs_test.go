@@ -1,11 +1,18 @@
 package transport
 
 import (
+	"crypto/rand"
 	"net/netip"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/conclave-agent/conclave/protocols"
 
 	"github.com/conclave-agent/conclave/internal/netaddr"
 )
@@ -47,5 +54,41 @@ func TestWildcardListenPublishesOneAddress(t *testing.T) {
 	addrs := h.Addrs()
 	if len(addrs) != 1 || !strings.HasPrefix(addrs[0], "/ip4/"+c.Addr.String()+"/tcp/") {
 		t.Fatalf("Addrs = %v, want only %v", addrs, c.Addr)
+	}
+}
+
+// TestPeerChurnDoesNotGrow admits and removes members under ever new ids
+// and peer ids, probing and sending to each: peers, senders and probers all
+// go away with them.
+func TestPeerChurnDoesNotGrow(t *testing.T) {
+	a := newTestHost(t, 1, nil, func(c *Config) { c.ProbeAfter = 10 * time.Millisecond })
+	b := newTestHost(t, 2, nil)
+	admit(t, b, a)
+	base := runtime.NumGoroutine()
+	for i := range 200 {
+		id := protocols.ID(1000 + i)
+		other, _, err := crypto.GenerateEd25519Key(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, _ := peer.IDFromPrivateKey(other)
+		// Unreachable addresses: the sender fails and backs off, the
+		// prober fails; both must end with RemovePeer.
+		if err := a.SetPeer(id, pid.String(), "/ip4/127.0.0.1/tcp/1"); err != nil {
+			t.Fatal(err)
+		}
+		a.Send(id, protocols.Message{Kind: protocols.MsgHeartbeat, From: 1, To: id})
+		a.RemovePeer(id)
+	}
+	admit(t, a, b)
+	if n := a.PeerCount(); n != 1 {
+		t.Fatalf("%d peers admitted after churn, want 1", n)
+	}
+	deadline := time.Now().Add(waitLimit)
+	for runtime.NumGoroutine() > base+20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("goroutines: %d before the churn, %d after", base, runtime.NumGoroutine())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
