@@ -238,17 +238,7 @@ func (m *Membership) joinLoop(addrs, rejoin []string, backoff, maxBackoff time.D
 		if len(pending) == 0 {
 			return
 		}
-		var lastErr error
-		reached := 0
-		var still []string // fresh: logged fields keep a reference to pending
-		for _, addr := range pending {
-			if n, err := m.ml.Join([]string{addr}); n > 0 {
-				reached++
-			} else {
-				lastErr = err
-				still = append(still, addr)
-			}
-		}
+		reached, still, lastErr := m.joinEach(pending)
 		pending = still
 		if reached > 0 && !joined {
 			joined = true
@@ -285,6 +275,46 @@ func (m *Membership) joinLoop(addrs, rejoin []string, backoff, maxBackoff time.D
 		}
 		backoff = min(2*backoff, maxBackoff)
 	}
+}
+
+// joinParallel bounds the joins in flight at once.
+const joinParallel = 8
+
+// joinEach joins every address, up to joinParallel at a time: an address
+// whose host vanished costs memberlist's TCP timeout (10 s on a LAN), and a
+// restarted node must not wait out one per dead member of its snapshot
+// before it reaches a live one. It returns how many answered, the others
+// (in order) and the last error.
+func (m *Membership) joinEach(addrs []string) (int, []string, error) {
+	ok := make([]bool, len(addrs))
+	errs := make([]error, len(addrs))
+	sem := make(chan struct{}, joinParallel)
+	var wg sync.WaitGroup
+	for i, addr := range addrs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			n, err := m.ml.Join([]string{addr})
+			ok[i], errs[i] = n > 0, err
+		}()
+	}
+	wg.Wait()
+	reached := 0
+	var still []string // fresh: logged fields keep a reference to pending
+	var lastErr error
+	for i, addr := range addrs {
+		if ok[i] {
+			reached++
+			continue
+		}
+		still = append(still, addr)
+		if errs[i] != nil {
+			lastErr = errs[i]
+		}
+	}
+	return reached, still, lastErr
 }
 
 // rejoinAddrs reads the member snapshot and returns the addresses to join

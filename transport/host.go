@@ -168,8 +168,14 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	h.SetStreamHandler(protocol.ID(ProtocolID), t.handleStream)
 	h.SetStreamHandler(protocol.ID(ProbeProtocolID), t.handleProbe)
 	// A member that connects to us is back: its sender may be waiting
-	// out a long backoff from when it was unreachable.
+	// out a long backoff from when it was unreachable. Only inbound
+	// connections: our own dials succeeding would wake the sender that
+	// made them, and a kick left over from one would cut its next backoff
+	// short, spinning on a peer that accepts connections and then fails.
 	h.Network().Notify(&network.NotifyBundle{ConnectedF: func(_ network.Network, c network.Conn) {
+		if c.Stat().Direction != network.DirInbound {
+			return
+		}
 		t.mu.RLock()
 		ps := t.peers[t.byPeer[c.RemotePeer()]]
 		t.mu.RUnlock()
