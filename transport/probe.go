@@ -117,6 +117,7 @@ func (t *Host) probe(ps *peerState) {
 		t.mu.Unlock()
 	}()
 	connected := t.h.Network().Connectedness(ps.pid) == network.Connected
+	heardBefore := ps.heard.Load()
 	ctx, cancel := context.WithTimeout(t.ctx, t.cfg.ProbeTimeout)
 	defer cancel()
 	err := t.echo(ctx, ps)
@@ -132,7 +133,10 @@ func (t *Host) probe(ps *peerState) {
 		return
 	default:
 	}
-	if connected && errors.Is(err, context.DeadlineExceeded) {
+	// Anything heard meanwhile (a message on that very connection) shows
+	// it is not half-open, only slow: a starved host must not lose its
+	// connections on top of its time slices.
+	if connected && errors.Is(err, context.DeadlineExceeded) && ps.heard.Load() == heardBefore {
 		t.log.Info("peer did not answer a probe over an open connection; closing it as half-open",
 			zap.Uint64("member", uint64(ps.id)), zap.Stringer("peer", ps.pid), zap.Duration("timeout", t.cfg.ProbeTimeout))
 		_ = t.h.Network().ClosePeer(ps.pid)
