@@ -44,6 +44,7 @@ func TestMeasure(t *testing.T) {
 		rounds = v
 	}
 	var rows []string
+	loadBefore := loadavg()
 
 	// Three hosts: cold election, then SIGKILL of the leader and restart.
 	{
@@ -115,11 +116,26 @@ func TestMeasure(t *testing.T) {
 		}
 	}
 	rows = append(rows, fail.String(), rejoin["leader"].String(), rejoin["bootstrap"].String(), rejoin["follower"].String(), all.String())
-	table := "| what | n | median | p90 | worst |\n|---|---|---|---|---|\n" + strings.Join(rows, "\n")
+	table := "| what | n | median | p90 | worst |\n|---|---|---|---|---|\n" + strings.Join(rows, "\n") +
+		fmt.Sprintf("\n\nload average (1, 5, 15 min) before: %s; after: %s\n", loadBefore, loadavg())
 	t.Logf("\n%s", table)
 	if out := os.Getenv("CONCLAVE_MULTIHOST_OUT"); out != "" {
 		if err := os.WriteFile(out, []byte(table+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// loadavg returns the machine's load averages: figures taken while other
+// work starves the agents are not comparable with quiet ones.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], ", ")
 }
