@@ -30,6 +30,11 @@ func (f *fakeCluster) Shutdown() error                 { return nil }
 // newBareAgent builds an agent over an in-memory transport and a fake
 // cluster, without running its loop: the test is the loop.
 func newBareAgent(t *testing.T, protocol string) (*Agent, *transport.MemTransport, *observer.ObservedLogs) {
+	a, tr, logs, _ := newBareAgentOn(t, protocol)
+	return a, tr, logs
+}
+
+func newBareAgentOn(t *testing.T, protocol string) (*Agent, *transport.MemTransport, *observer.ObservedLogs, *transport.MemNetwork) {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := config.Default()
@@ -40,14 +45,15 @@ func newBareAgent(t *testing.T, protocol string) (*Agent, *transport.MemTranspor
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	tr := transport.NewMemNetwork().Node(1, 0)
+	memnet := transport.NewMemNetwork()
+	tr := memnet.Node(1, 0)
 	core, logs := observer.New(zapcore.InfoLevel)
 	a, err := New(context.Background(), cfg, Options{Logger: zap.New(core), Transport: tr, Cluster: &fakeCluster{ch: make(chan membership.Event)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(a.closeAll)
-	return a, tr, logs
+	return a, tr, logs, memnet
 }
 
 func member(name string, id protocols.ID, state membership.State) membership.Member {
@@ -142,5 +148,33 @@ func TestDuplicateIDRefusedLoudly(t *testing.T) {
 	a.applyMember(first)
 	if a.byID[7] != "b" || tr.PeerCount() != 1 {
 		t.Fatalf("after the holder died, id 7 belongs to %q (%d peers admitted), want b", a.byID[7], tr.PeerCount())
+	}
+}
+
+// TestQuorumCountsWhatTheTransportReaches: gossip lists every voter alive,
+// but the transport reaches only one of them. Before, status said "3 of 4
+// reachable, healthy" from gossip's view while no election message could
+// get through; now it counts what the transport heard from.
+func TestQuorumCountsWhatTheTransportReaches(t *testing.T) {
+	a, _, _, memnet := newBareAgentOn(t, config.ProtocolMajority)
+	for i, name := range []string{"a", "b", "c"} {
+		a.applyMember(member(name, protocols.ID(2+i), membership.StateAlive))
+	}
+	st := a.status(a.now())
+	if st.Members != 4 || st.Quorum.Voters != 4 {
+		t.Fatalf("members %d, voters %d; want 4 and 4", st.Members, st.Quorum.Voters)
+	}
+	// The agent's MemTransport is on a network of its own: no peer is on
+	// it, so none is reachable, whatever gossip says.
+	if st.Quorum.Reachable != 1 || st.Quorum.Healthy {
+		t.Fatalf("quorum %+v with no voter reachable; want 1 of 4, not healthy", st.Quorum)
+	}
+	// a and b come onto the network: 3 of 4.
+	for _, id := range []protocols.ID{2, 3} {
+		n := memnet.Node(id, 0)
+		t.Cleanup(func() { n.Close() })
+	}
+	if st = a.status(a.now()); st.Quorum.Reachable != 3 || !st.Quorum.Healthy {
+		t.Fatalf("quorum %+v with a and b reachable; want 3 of 4, healthy", st.Quorum)
 	}
 }
