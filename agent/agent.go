@@ -17,6 +17,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/conclave-agent/conclave/config"
 	"github.com/conclave-agent/conclave/internal/ratelog"
+	"github.com/conclave-agent/conclave/internal/netaddr"
 	"github.com/conclave-agent/conclave/localapi"
 	"github.com/conclave-agent/conclave/membership"
 	"github.com/conclave-agent/conclave/phi"
@@ -88,6 +90,9 @@ type Agent struct {
 	cluster membership.Cluster
 	proto   protocols.Protocol
 	self    protocols.Member
+	// gossipAddr and peerAddr are the addresses published to peers (empty
+	// when tests replace gossip or the transport).
+	gossipAddr, peerAddr string
 
 	// snapshot is the loop's latest status, read by socket requests
 	// without a trip through the loop.
@@ -100,10 +105,13 @@ type Agent struct {
 	suspected map[protocols.ID]bool
 	// suspectAt caches each detector's SuspectAt until its next heartbeat.
 	suspectAt map[protocols.ID]protocols.Time
-	lastView  view
-	viewSeq   uint64 // views published so far: api.Status.Seq
-	confirms  []*confirmWait
-	stats     loopStats
+	// refused holds live members refused for claiming an id another
+	// member holds, by name; they are admitted once the id is free.
+	refused  map[string]membership.Member
+	lastView view
+	viewSeq  uint64 // views published so far: api.Status.Seq
+	confirms []*confirmWait
+	stats    loopStats
 	// ceilingLog limits the warnings for terms and epochs beyond the
 	// ceiling: a hostile member may send them without end.
 	ceilingLog *ratelog.Limiter
@@ -146,6 +154,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 		detectors: make(map[protocols.ID]*phi.Detector),
 		suspected: make(map[protocols.ID]bool),
 		suspectAt: make(map[protocols.ID]protocols.Time),
+		refused:   make(map[string]membership.Member),
 		requests:  make(chan func()),
 		hub:       localapi.NewHub(watchBuffer),
 		loopDone:  make(chan struct{}),
@@ -182,6 +191,30 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 		return nil, err
 	}
 
+	// The members this agent knew before a restart are joined along with
+	// gossip.join, and the route to them tells which address to publish.
+	snapshotPath := filepath.Join(cfg.Node.DataDir, membership.SnapshotFile)
+	peers := append([]string(nil), cfg.Gossip.Join...)
+	if known, err := membership.ReadSnapshot(snapshotPath); err == nil {
+		for _, m := range known {
+			if m.Name != cfg.Node.Name {
+				peers = append(peers, m.Addr)
+			}
+		}
+	}
+	pub, err := publishAddrs(netaddr.System, cfg, peers)
+	if err != nil {
+		return nil, err
+	}
+	if pub.gossipAdvertise != "" {
+		lg.Info("gossip binds every address; publishing one", zap.String("gossip.bind", cfg.Gossip.Bind),
+			zap.String("published", pub.gossipAdvertise), zap.String("chosen_as", pub.gossipReason))
+	}
+	if pub.transport.IsValid() {
+		lg.Info("transport listens on every address; publishing one", zap.String("transport.listen", cfg.Transport.Listen),
+			zap.Stringer("published", pub.transport), zap.String("chosen_as", pub.transportReason))
+	}
+
 	a.tr = opts.Transport
 	peerID, peerAddr := "", ""
 	if a.tr == nil {
@@ -189,6 +222,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 			DataDir:         cfg.Node.DataDir,
 			Listen:          cfg.Transport.Listen,
 			Advertise:       cfg.Transport.Advertise,
+			Publish:         pub.transport,
 			ClusterKey:      key,
 			MaxMessageBytes: cfg.Transport.MaxMessageBytes,
 			Logger:          lg.Named("transport"),
@@ -204,25 +238,32 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 		}
 	}
 
+	gossipAdvertise := cfg.Gossip.Advertise
+	if gossipAdvertise == "" {
+		gossipAdvertise = pub.gossipAdvertise
+	}
+	a.peerAddr = peerAddr
 	a.cluster = opts.Cluster
 	if a.cluster == nil {
 		ml, err := membership.Start(membership.Config{
-			Name:      cfg.Node.Name,
-			ID:        a.self.ID,
-			Voter:     a.self.Voter,
-			Bind:      cfg.Gossip.Bind,
-			Advertise: cfg.Gossip.Advertise,
-			Join:      cfg.Gossip.Join,
-			Key:       key,
-			Profile:   cfg.Gossip.Profile,
-			PeerID:    peerID,
-			PeerAddr:  peerAddr,
-			Logger:    lg.Named("gossip"),
+			Name:         cfg.Node.Name,
+			ID:           a.self.ID,
+			Voter:        a.self.Voter,
+			Bind:         cfg.Gossip.Bind,
+			Advertise:    gossipAdvertise,
+			Join:         cfg.Gossip.Join,
+			Key:          key,
+			Profile:      cfg.Gossip.Profile,
+			SnapshotPath: snapshotPath,
+			PeerID:       peerID,
+			PeerAddr:     peerAddr,
+			Logger:       lg.Named("gossip"),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("agent: %w", err)
 		}
 		a.cluster = ml
+		a.gossipAddr = ml.LocalAddr()
 	}
 
 	if a.proto, err = newProtocol(cfg, a.self, hs, a.now(), lg.Named("election")); err != nil {
@@ -250,7 +291,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 		zap.String("node", cfg.Node.Name), zap.Uint64("id", cfg.Node.ID),
 		zap.String("protocol", cfg.Election.Protocol),
 		zap.Uint64("term", hs.Term), zap.Uint64("epoch", hs.Epoch),
-		zap.String("peer_id", peerID), zap.String("peer_addr", peerAddr))
+		zap.String("gossip_addr", a.gossipAddr), zap.String("peer_id", peerID), zap.String("peer_addr", peerAddr))
 	return a, nil
 }
 
@@ -540,28 +581,130 @@ func (a *Agent) applyMember(m membership.Member) {
 	}
 	now := a.now()
 	prev, known := a.members[m.Name]
+	if m.State == membership.StateReaped {
+		a.forgetMember(now, prev, known)
+		a.admitRefused(now, prev.ID)
+		return
+	}
 	a.members[m.Name] = m
-	if known && prev.ID != m.ID {
-		delete(a.byID, prev.ID)
+	if known && a.byID[prev.ID] == m.Name && (prev.ID != m.ID || prev.PeerID != m.PeerID) {
+		// Back with another id or another libp2p identity: the old one
+		// is gone for good. Without this its transport peer kept the
+		// peer id, the new id was refused as taken, and the member was
+		// shut out until every other agent restarted.
+		a.log.Info("member changed identity", zap.String("member", m.Name),
+			zap.Uint64("old_id", uint64(prev.ID)), zap.Uint64("id", uint64(m.ID)),
+			zap.String("old_peer_id", prev.PeerID), zap.String("peer_id", m.PeerID))
+		a.dropID(now, prev.ID)
+		a.admitRefused(now, prev.ID)
+		known = false
 	}
 	switch m.State {
 	case membership.StateAlive, membership.StateSuspect:
 		if m.ID == protocols.None {
 			return
 		}
+		if a.refuseDuplicate(m) {
+			return
+		}
+		delete(a.refused, m.Name)
 		a.byID[m.ID] = m.Name
 		if m.PeerID != "" && (!known || prev.PeerID != m.PeerID || prev.PeerAddr != m.PeerAddr || prev.State != m.State) {
 			if err := a.tr.SetPeer(m.ID, m.PeerID, m.PeerAddr); err != nil {
 				a.log.Warn("cannot admit member", zap.String("member", m.Name), zap.Error(err))
 			}
 		}
-		if !known || prev.State == membership.StateDead || prev.State == membership.StateLeft || prev.ID != m.ID {
+		if !known || prev.State == membership.StateDead || prev.State == membership.StateLeft {
 			a.log.Info("member up", zap.String("member", m.Name), zap.Uint64("id", uint64(m.ID)))
 			a.proto.MemberUp(now, m.ProtocolMember())
 		}
 	case membership.StateDead, membership.StateLeft:
+		if _, refused := a.refused[m.Name]; refused {
+			delete(a.refused, m.Name)
+			return
+		}
+		if a.byID[m.ID] != m.Name {
+			return
+		}
 		a.log.Info("member down", zap.String("member", m.Name), zap.Stringer("state", m.State))
 		a.proto.MemberDown(now, m.ID)
-		delete(a.detectors, m.ID)
+		a.forgetDetector(now, m.ID)
+		if m.State == membership.StateLeft {
+			// It said goodbye: stop its sender and refuse its streams.
+			// A dead member keeps its peer, since it may be only
+			// partitioned away; it is removed when gossip reaps it.
+			a.tr.RemovePeer(m.ID)
+		}
+		a.admitRefused(now, m.ID)
+	}
+}
+
+// refuseDuplicate refuses m, loudly, when another live member (or this
+// agent) already holds its id: two agents with one id make every protocol
+// misbehave (an observer was reported leader, the real holder of the id
+// was cut off), so the one that came second stays out until the first is
+// gone. Every agent logs the refusal once per conflict.
+func (a *Agent) refuseDuplicate(m membership.Member) bool {
+	holder, holderAddr := "", ""
+	switch owner, ok := a.byID[m.ID]; {
+	case m.ID == a.self.ID:
+		holder, holderAddr = a.self.Name+" (this agent)", a.gossipAddr
+	case ok && owner != m.Name:
+		if o, live := a.members[owner]; live && (o.State == membership.StateAlive || o.State == membership.StateSuspect) {
+			holder, holderAddr = owner, o.Addr
+		}
+	}
+	if holder == "" {
+		return false
+	}
+	if prev, logged := a.refused[m.Name]; !logged || prev.ID != m.ID || prev.Addr != m.Addr {
+		a.log.Error("refusing a member that claims an id another agent holds; give every agent its own node.id",
+			zap.Uint64("id", uint64(m.ID)),
+			zap.String("member", m.Name), zap.String("member_addr", m.Addr),
+			zap.String("holder", holder), zap.String("holder_addr", holderAddr))
+	}
+	a.refused[m.Name] = m
+	return true
+}
+
+// admitRefused admits a member refused for claiming id, now that id is
+// free.
+func (a *Agent) admitRefused(now protocols.Time, id protocols.ID) {
+	for name, r := range a.refused {
+		if r.ID != id {
+			continue
+		}
+		delete(a.refused, name)
+		if m, ok := a.members[name]; ok && m.ID == id {
+			a.log.Info("admitting a member refused before: the id it claims is free now", zap.String("member", name), zap.Uint64("id", uint64(id)))
+			a.applyMember(m)
+		}
+		return
+	}
+}
+
+// dropID forgets everything kept under a member id that no longer exists:
+// its transport peer (sender goroutine, queue, connections), detector and
+// suspicion, and tells the protocol it is gone.
+func (a *Agent) dropID(now protocols.Time, id protocols.ID) {
+	if id == protocols.None {
+		return
+	}
+	delete(a.byID, id)
+	a.tr.RemovePeer(id)
+	a.proto.MemberDown(now, id)
+	a.forgetDetector(now, id)
+}
+
+// forgetMember drops a member gossip has reaped (dead or left long enough
+// ago): nothing of it stays, so churn cannot grow the agent's state.
+func (a *Agent) forgetMember(now protocols.Time, prev membership.Member, known bool) {
+	if !known {
+		return
+	}
+	delete(a.members, prev.Name)
+	delete(a.refused, prev.Name)
+	if a.byID[prev.ID] == prev.Name {
+		a.dropID(now, prev.ID)
 	}
 }

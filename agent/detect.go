@@ -151,3 +151,14 @@ func (a *Agent) forgetDetectors(now protocols.Time, leader protocols.ID) {
 		}
 	}
 }
+
+// forgetDetector drops the detector of a member that is down or gone, and
+// clears a suspicion the protocol holds for it.
+func (a *Agent) forgetDetector(now protocols.Time, id protocols.ID) {
+	delete(a.detectors, id)
+	delete(a.suspectAt, id)
+	if a.suspected[id] {
+		delete(a.suspected, id)
+		a.proto.Suspect(now, id, false)
+	}
+}

@@ -32,6 +32,9 @@ func (a *Agent) status(now protocols.Time) api.Status {
 		Epoch:    st.Epoch,
 		Members:  1,
 		Seq:      a.viewSeq,
+
+		GossipAddr:    a.gossipAddr,
+		TransportAddr: a.peerAddr,
 	}
 	out.Leader = a.leaderName(st)
 	if st.Role == protocols.Leader && st.LeaseUntil > now {
@@ -39,14 +42,19 @@ func (a *Agent) status(now protocols.Time) api.Status {
 		out.LeaseNS = int64(st.LeaseUntil.Sub(now))
 	}
 	// No map here: the loop stores a status snapshot after every input.
-	heard := func(m membership.Member) bool {
-		return (m.State == membership.StateAlive || m.State == membership.StateSuspect) && !a.suspected[m.ID]
+	// Reachable means the transport heard from the member recently (a
+	// message or a probe answer), not that gossip lists it: gossip kept
+	// saying "3 of 3 reachable" on a cluster whose election traffic all
+	// went to the wrong address.
+	reached := func(m membership.Member) bool {
+		return (m.State == membership.StateAlive || m.State == membership.StateSuspect) &&
+			a.byID[m.ID] == m.Name && a.tr.Reachable(m.ID)
 	}
-	others := 0 // live members other than this agent that it still hears
+	others := 0 // live members other than this agent that it reaches
 	for name, m := range a.members {
 		if m.State == membership.StateAlive || m.State == membership.StateSuspect {
 			out.Members++
-			if name != a.self.Name && heard(m) {
+			if name != a.self.Name && reached(m) {
 				others++
 			}
 		}
@@ -54,7 +62,7 @@ func (a *Agent) status(now protocols.Time) api.Status {
 	if a.cfg.Election.Protocol == config.ProtocolMajority {
 		out.Quorum.Voters = len(a.cfg.Election.Voters)
 		for _, v := range a.cfg.Election.Voters {
-			if m, ok := a.members[v]; v == a.self.Name || (ok && heard(m)) {
+			if m, ok := a.members[v]; v == a.self.Name || (ok && reached(m)) {
 				out.Quorum.Reachable++
 			}
 		}

@@ -124,6 +124,12 @@ type Status struct {
 	Members int `json:"members"`
 	// Quorum describes the voters (majority).
 	Quorum Quorum `json:"quorum"`
+	// GossipAddr is the host:port this agent publishes to gossip, the
+	// address peers reach it on.
+	GossipAddr string `json:"gossip_addr,omitempty"`
+	// TransportAddr is the libp2p multiaddr (with /p2p/<peer id>) this
+	// agent publishes for election messages.
+	TransportAddr string `json:"transport_addr,omitempty"`
 }
 
 // Lease returns how long this node's leader lease has left at the time of
@@ -150,8 +156,10 @@ func (s Status) LeaderInfo() Leader {
 type Quorum struct {
 	// Voters is the number of configured voters.
 	Voters int `json:"voters"`
-	// Reachable is how many voters this node currently hears, itself
-	// included.
+	// Reachable is how many voters this node currently reaches, itself
+	// included: voters its election transport heard from (a message, or
+	// an answer to a probe) within about two seconds. Gossip listing a
+	// voter as alive is not enough.
 	Reachable int `json:"reachable"`
 	// Healthy is true while Reachable is a majority of Voters.
 	Healthy bool `json:"healthy"`

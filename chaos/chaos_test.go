@@ -25,15 +25,13 @@ func (w logWriter) Write(b []byte) (int, error) {
 
 func ciOptions(t *testing.T) Options {
 	return Options{
-		Seed:            1,
-		Nodes:           3,
-		Netns:           "auto",
-		ElectionTimeout: time.Second,
-		Heartbeat:       100 * time.Millisecond,
-		Bound:           20 * time.Second,
-		Dir:             t.TempDir(),
-		BinDir:          os.Getenv("CONCLAVE_CHAOS_BIN"),
-		Out:             logWriter{t},
+		Seed:   1,
+		Nodes:  3,
+		Netns:  "auto",
+		Bound:  20 * time.Second,
+		Dir:    t.TempDir(),
+		BinDir: os.Getenv("CONCLAVE_CHAOS_BIN"),
+		Out:    logWriter{t},
 	}
 }
 

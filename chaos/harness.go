@@ -38,7 +38,8 @@ type Options struct {
 	// Schedule, when not empty, is the list of fault kinds to run in order
 	// (Rounds is then its length); otherwise each round draws a kind.
 	Schedule []string
-	// ElectionTimeout and Heartbeat are the agents' timings.
+	// ElectionTimeout and Heartbeat are the agents' timings; zero keeps
+	// the shipped defaults.
 	ElectionTimeout time.Duration
 	Heartbeat       time.Duration
 	// Bound is the liveness bound: a leader within it after every heal.
@@ -115,7 +116,7 @@ type harness struct {
 	db    string
 	hist  *History
 	nodes []*node
-	net   *netns
+	net   *netnsHosts
 	wg    sync.WaitGroup
 }
 
@@ -162,7 +163,7 @@ func Run(ctx context.Context, opt Options) (*Result, error) {
 			} else {
 				h.net = n
 				defer func() {
-					if err := cleanupNetns(context.Background()); err != nil {
+					if err := n.Close(); err != nil {
 						h.logf("netns cleanup: %v", err)
 					}
 				}()
@@ -277,15 +278,15 @@ func moduleRoot() (string, error) {
 }
 
 // configure writes one TOML file per agent. Without namespaces every
-// address is on loopback; with them, 10.77.0.x inside our namespaces.
+// address is on loopback; with them, each agent is a host on 192.168.78.x.
 func (h *harness) configure() error {
 	names := h.names()
 	gossip := map[string]string{}
 	transport := map[string]string{}
 	for _, name := range names {
 		if h.net != nil {
-			gossip[name] = h.net.ip[name] + ":7946"
-			transport[name] = "/ip4/" + h.net.ip[name] + "/tcp/7947"
+			gossip[name] = h.net.ip(name) + ":7946"
+			transport[name] = "/ip4/" + h.net.ip(name) + "/tcp/7947"
 			continue
 		}
 		gp, err := loopback.FreePort()
@@ -317,6 +318,20 @@ func (h *harness) configure() error {
 				join = append(join, gossip[other])
 			}
 		}
+		bind, listen := gossip[name], transport[name]
+		if h.net != nil {
+			// One config per host as an operator writes it: the same
+			// ports everywhere, wildcard binds, no advertise keys.
+			bind, listen = "0.0.0.0:7946", "/ip4/0.0.0.0/tcp/7947"
+		}
+		// Timings are the shipped defaults unless the run sets them.
+		var detector, timeout string
+		if h.opt.Heartbeat > 0 {
+			detector = fmt.Sprintf("[detector]\nheartbeat_interval = %q\n", h.opt.Heartbeat.String())
+		}
+		if h.opt.ElectionTimeout > 0 {
+			timeout = fmt.Sprintf("election_timeout = %q\n", h.opt.ElectionTimeout.String())
+		}
 		cfg := fmt.Sprintf(`[node]
 name = %q
 id = %d
@@ -324,21 +339,16 @@ data_dir = %q
 [gossip]
 bind = %q
 join = %s
-profile = "local"
 [transport]
 listen = %q
-[detector]
-heartbeat_interval = %q
-[election]
+%s[election]
 protocol = "majority"
 voters = %s
-election_timeout = %q
-[api]
+%s[api]
 socket = %q
 [log]
 level = "info"
-`, name, i+1, dir, gossip[name], quoted(join), transport[name], h.opt.Heartbeat.String(), quoted(names),
-			h.opt.ElectionTimeout.String(), filepath.Join(dir, "agent.sock"))
+`, name, i+1, dir, bind, quoted(join), listen, detector, quoted(names), timeout, filepath.Join(dir, "agent.sock"))
 		cfgPath := filepath.Join(dir, "agent.toml")
 		if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 			return fmt.Errorf("chaos: %w", err)
@@ -357,7 +367,7 @@ level = "info"
 func (h *harness) startAgent(n *node) error {
 	argv := []string{filepath.Join(h.bin, "agent"), "run", "-config", n.cfgPath}
 	if h.net != nil {
-		argv = inNS(nsOf(n.name), argv...)
+		argv = append([]string{"ip", "netns", "exec", h.net.Host(n.name).NS}, argv...)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = n.log, n.log

@@ -14,7 +14,7 @@
 // 1 when it is not, 2 on a harness error. docs/chaos.md has the details.
 //
 // The harness must never touch the host's own network: agents listen on
-// loopback, or on 10.77.0.0/24 inside the namespaces it creates (prefix
+// loopback, or on 192.168.78.0/24 inside the namespaces it creates (prefix
 // cvchaos-, removed on exit and at start).
 package main
 
@@ -46,8 +46,8 @@ func chaosMain(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&opt.Netns, "netns", "auto", "network faults in namespaces: auto (when root with ip and iptables) or off")
 	fs.DurationVar(&opt.Freeze, "freeze", 30*time.Second, "one round freezes the leader's scheduler and agent this long (0: none)")
 	schedule := fs.String("schedule", "", "comma-separated fault kinds to run in order instead of drawing them")
-	fs.DurationVar(&opt.ElectionTimeout, "election-timeout", time.Second, "agents' election.election_timeout")
-	fs.DurationVar(&opt.Heartbeat, "heartbeat", 100*time.Millisecond, "agents' detector.heartbeat_interval")
+	fs.DurationVar(&opt.ElectionTimeout, "election-timeout", 0, "agents' election.election_timeout (0: the shipped default)")
+	fs.DurationVar(&opt.Heartbeat, "heartbeat", 0, "agents' detector.heartbeat_interval (0: the shipped default)")
 	fs.DurationVar(&opt.Bound, "bound", 20*time.Second, "liveness bound: a leader within this after every heal")
 	fs.StringVar(&opt.Dir, "dir", "", "working directory (default: a new temporary one, kept for reading)")
 	fs.StringVar(&opt.BinDir, "bin", "", "folder with prebuilt agent and scheduler binaries (default: build them into the working directory)")

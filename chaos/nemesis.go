@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"syscall"
 	"time"
+
+	"github.com/conclave-agent/conclave/config"
 )
 
 // Fault kinds. Process faults run everywhere; network faults need the
@@ -130,6 +132,9 @@ func (h *harness) nemesis(ctx context.Context) error {
 // round injects one fault, holds it, heals it.
 func (h *harness) round(ctx context.Context, r int, kind string) error {
 	et := h.opt.ElectionTimeout
+	if et <= 0 {
+		et = config.Default().Election.ElectionTimeout.Std()
+	}
 	leader := h.leader()
 	if leader == nil {
 		leader = h.pick(h.nodes)

@@ -27,6 +27,15 @@ const (
 // is accepted; before it, memberlist refuses the new address.
 const DefaultReclaimTime = 5 * time.Second
 
+// DefaultReapAfter is how long a dead or left member stays listed (and
+// asked to rejoin, when dead): long enough to ride out a day-long outage,
+// as Serf's reconnect timeout.
+const DefaultReapAfter = 24 * time.Hour
+
+// DefaultMaxDown bounds the dead and left members kept, so churn of names
+// (hosts replaced under new names) cannot grow the list without bound.
+const DefaultMaxDown = 1024
+
 // Config configures Start. Name, ID and Bind are required.
 type Config struct {
 	// Name is this node's unique, stable name.
@@ -65,6 +74,17 @@ type Config struct {
 	// ReconnectInterval is how often one member last known as dead is
 	// asked to join again; 0 means DefaultReconnectInterval.
 	ReconnectInterval time.Duration
+	// SnapshotPath, when set, is the member snapshot file (usually
+	// SnapshotFile in the data directory): the members this node knew are
+	// kept there as they come and go, and on start it joins them as well
+	// as Join, so a restarted node finds the cluster without a join list.
+	SnapshotPath string
+	// ReapAfter is how long a dead or left member stays listed before it
+	// is forgotten (EventReap); 0 means DefaultReapAfter.
+	ReapAfter time.Duration
+	// MaxDown bounds the dead and left members listed; beyond it the
+	// longest gone are reaped at once. 0 means DefaultMaxDown.
+	MaxDown int
 
 	// tune, when set, adjusts memberlist's configuration last (tests shrink
 	// timings with it).

@@ -18,9 +18,12 @@ const (
 	StateSuspect
 	StateDead
 	StateLeft
+	// StateReaped is the state an EventReap carries: the member was dead
+	// or left for ReapAfter and is forgotten.
+	StateReaped
 )
 
-var stateNames = [...]string{"alive", "suspect", "dead", "left"}
+var stateNames = [...]string{"alive", "suspect", "dead", "left", "reaped"}
 
 // String returns the state's name as the socket API shows it.
 func (s State) String() string {
@@ -74,9 +77,13 @@ const (
 	// Member is empty; the consumer must call Members() and treat the
 	// snapshot as the truth.
 	EventResync
+	// EventReap: the member was dead or left for Config.ReapAfter (or
+	// too many members were) and is forgotten; Member is its last state
+	// with State StateReaped. The consumer should forget it too.
+	EventReap
 )
 
-var kindNames = [...]string{"alive", "suspect", "dead", "left", "update", "resync"}
+var kindNames = [...]string{"alive", "suspect", "dead", "left", "update", "resync", "reap"}
 
 // String returns the kind's name.
 func (k EventKind) String() string {

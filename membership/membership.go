@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -65,6 +66,10 @@ type Membership struct {
 
 	mu      sync.Mutex
 	members map[string]Member
+	// downSince is when each dead or left member went down.
+	downSince map[string]time.Time
+	reapAfter time.Duration
+	maxDown   int
 
 	// lifeMu orders Leave and Shutdown (memberlist panics on Leave after
 	// Shutdown). It is never taken by callbacks, which Leave triggers.
@@ -73,6 +78,9 @@ type Membership struct {
 
 	stopJoin chan struct{}
 	joinDone sync.WaitGroup
+
+	snapshotPath  string
+	snapshotDirty chan struct{}
 }
 
 // Start validates cfg, starts memberlist and, when cfg.Join is not empty,
@@ -110,12 +118,25 @@ func Start(cfg Config) (*Membership, error) {
 		metaLeaving: metaLeaving,
 		events:      newEventQueue(cfg.EventBuffer),
 		members:     make(map[string]Member),
+		downSince:   make(map[string]time.Time),
+		reapAfter:   cfg.ReapAfter,
+		maxDown:     cfg.MaxDown,
 		stopJoin:    make(chan struct{}),
+
+		snapshotPath:  cfg.SnapshotPath,
+		snapshotDirty: make(chan struct{}, 1),
+	}
+	if m.reapAfter <= 0 {
+		m.reapAfter = DefaultReapAfter
+	}
+	if m.maxDown <= 0 {
+		m.maxDown = DefaultMaxDown
 	}
 	d := &delegate{m: m}
 	mc.Delegate = d
 	mc.Events = d
 	mc.Ping = d
+	mc.Conflict = d
 	mc.LogOutput = nil
 	mc.Logger = newStdLogger(&zapWriter{log: lg.Named("memberlist"), onSuspect: m.suspected})
 	if cfg.tune != nil {
@@ -127,7 +148,8 @@ func Start(cfg Config) (*Membership, error) {
 		return nil, fmt.Errorf("membership: start memberlist on %s: %w", cfg.Bind, err)
 	}
 	m.ml = ml
-	if len(cfg.Join) > 0 {
+	rejoin := m.rejoinAddrs(cfg.Join)
+	if len(cfg.Join) > 0 || len(rejoin) > 0 {
 		backoff, maxBackoff := cfg.joinBackoff, cfg.joinBackoffMax
 		if backoff <= 0 {
 			backoff = defaultJoinBackoff
@@ -137,7 +159,11 @@ func Start(cfg Config) (*Membership, error) {
 		}
 		join := append([]string(nil), cfg.Join...)
 		m.joinDone.Add(1)
-		go m.joinLoop(join, backoff, maxBackoff)
+		go m.joinLoop(join, rejoin, backoff, maxBackoff)
+	}
+	if m.snapshotPath != "" {
+		m.joinDone.Add(1)
+		go m.runSnapshot()
 	}
 	interval := cfg.ReconnectInterval
 	if interval <= 0 {
@@ -163,6 +189,7 @@ func (m *Membership) reconnectLoop(interval time.Duration) {
 			return
 		case <-t.C:
 		}
+		m.reap(time.Now())
 		var dead []Member
 		m.mu.Lock()
 		for _, mb := range m.members {
@@ -190,30 +217,35 @@ func (m *Membership) reconnectLoop(interval time.Duration) {
 // partition would each join whoever they could reach and, once the
 // partition heals, stay two separate clusters that know nothing of each
 // other (the chaos harness saw exactly that after a kill-all under a split).
-func (m *Membership) joinLoop(addrs []string, backoff, maxBackoff time.Duration) {
+//
+// rejoin are the addresses of the member snapshot: they are tried with the
+// others until any address is reached, then dropped (members that are gone
+// for good must not be retried for ever; those that are only down are the
+// reconnect loop's business once gossip reports them dead).
+func (m *Membership) joinLoop(addrs, rejoin []string, backoff, maxBackoff time.Duration) {
 	defer m.joinDone.Done()
-	pending := append([]string(nil), addrs...)
+	pending := append(append([]string(nil), addrs...), rejoin...)
+	optional := make(map[string]bool, len(rejoin))
+	for _, a := range rejoin {
+		optional[a] = true
+	}
+	for _, a := range addrs {
+		delete(optional, a)
+	}
 	joined := false
 	for attempt := 1; ; attempt++ {
 		pending = m.unreached(pending)
 		if len(pending) == 0 {
 			return
 		}
-		var lastErr error
-		reached := 0
-		var still []string // fresh: logged fields keep a reference to pending
-		for _, addr := range pending {
-			if n, err := m.ml.Join([]string{addr}); n > 0 {
-				reached++
-			} else {
-				lastErr = err
-				still = append(still, addr)
-			}
-		}
+		reached, still, lastErr := m.joinEach(pending)
 		pending = still
 		if reached > 0 && !joined {
 			joined = true
 			m.log.Info("joined cluster", zap.Int("contacted", reached), zap.Int("attempts", attempt))
+		}
+		if joined && len(optional) > 0 {
+			pending = slices.DeleteFunc(pending, func(a string) bool { return optional[a] })
 		}
 		if len(pending) == 0 {
 			return
@@ -243,6 +275,72 @@ func (m *Membership) joinLoop(addrs []string, backoff, maxBackoff time.Duration)
 		}
 		backoff = min(2*backoff, maxBackoff)
 	}
+}
+
+// joinParallel bounds the joins in flight at once.
+const joinParallel = 8
+
+// joinEach joins every address, up to joinParallel at a time: an address
+// whose host vanished costs memberlist's TCP timeout (10 s on a LAN), and a
+// restarted node must not wait out one per dead member of its snapshot
+// before it reaches a live one. It returns how many answered, the others
+// (in order) and the last error.
+func (m *Membership) joinEach(addrs []string) (int, []string, error) {
+	ok := make([]bool, len(addrs))
+	errs := make([]error, len(addrs))
+	sem := make(chan struct{}, joinParallel)
+	var wg sync.WaitGroup
+	for i, addr := range addrs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			n, err := m.ml.Join([]string{addr})
+			ok[i], errs[i] = n > 0, err
+		}()
+	}
+	wg.Wait()
+	reached := 0
+	var still []string // fresh: logged fields keep a reference to pending
+	var lastErr error
+	for i, addr := range addrs {
+		if ok[i] {
+			reached++
+			continue
+		}
+		still = append(still, addr)
+		if errs[i] != nil {
+			lastErr = errs[i]
+		}
+	}
+	return reached, still, lastErr
+}
+
+// rejoinAddrs reads the member snapshot and returns the addresses to join
+// besides join: every member's but this node's own. A snapshot that cannot
+// be read is reported and ignored: it is a cache, rewritten soon.
+func (m *Membership) rejoinAddrs(join []string) []string {
+	if m.snapshotPath == "" {
+		return nil
+	}
+	ms, err := ReadSnapshot(m.snapshotPath)
+	if err != nil {
+		m.log.Warn("ignoring the member snapshot; it is rewritten as members are seen", zap.Error(err))
+		return nil
+	}
+	self := m.ml.LocalNode().Address()
+	var out []string
+	for _, mb := range ms {
+		if mb.Name == m.name || mb.Addr == self || slices.Contains(join, mb.Addr) || slices.Contains(out, mb.Addr) {
+			continue
+		}
+		out = append(out, mb.Addr)
+	}
+	if len(out) > 0 {
+		m.log.Info("rejoining the members of the snapshot", zap.String("snapshot", m.snapshotPath), zap.Strings("addrs", out))
+	}
+	return out
 }
 
 // unreached drops the addresses of members this node already sees alive:
@@ -363,12 +461,59 @@ func (m *Membership) record(kind EventKind, n *memberlist.Node, state State) {
 	}
 	prev, known := m.members[mb.Name]
 	m.members[mb.Name] = mb
+	if state == StateDead || state == StateLeft {
+		if !known || (prev.State != StateDead && prev.State != StateLeft) {
+			m.downSince[mb.Name] = time.Now()
+		}
+	} else {
+		delete(m.downSince, mb.Name)
+	}
 	m.mu.Unlock()
+	if !known || prev.Addr != mb.Addr || prev.State != mb.State {
+		m.markSnapshot()
+	}
 	if kind == EventUpdate && known && prev == mb {
 		// Only the leaving flag changed: nothing a consumer sees.
 		return
 	}
 	m.events.push(Event{Kind: kind, Member: mb})
+}
+
+// reap forgets members dead or left for longer than reapAfter, and the
+// longest gone beyond maxDown, with an EventReap each.
+func (m *Membership) reap(now time.Time) {
+	m.mu.Lock()
+	var gone []Member
+	for name, since := range m.downSince {
+		if now.Sub(since) >= m.reapAfter {
+			gone = append(gone, m.members[name])
+		}
+	}
+	if over := len(m.downSince) - len(gone) - m.maxDown; over > 0 {
+		rest := make([]string, 0, len(m.downSince))
+		for name, since := range m.downSince {
+			if now.Sub(since) < m.reapAfter {
+				rest = append(rest, name)
+			}
+		}
+		sort.Slice(rest, func(i, j int) bool { return m.downSince[rest[i]].Before(m.downSince[rest[j]]) })
+		for _, name := range rest[:over] {
+			gone = append(gone, m.members[name])
+		}
+	}
+	for _, mb := range gone {
+		delete(m.members, mb.Name)
+		delete(m.downSince, mb.Name)
+	}
+	m.mu.Unlock()
+	if len(gone) > 0 {
+		m.markSnapshot()
+	}
+	for _, mb := range gone {
+		m.log.Info("forgetting a member gone for long", zap.String("member", mb.Name), zap.Stringer("state", mb.State))
+		mb.State = StateReaped
+		m.events.push(Event{Kind: EventReap, Member: mb})
+	}
 }
 
 // setState moves a known member between alive and suspect; it ignores
@@ -429,6 +574,13 @@ func (d *delegate) NotifyLeave(n *memberlist.Node) {
 func (d *delegate) NotifyUpdate(n *memberlist.Node) { d.m.record(EventUpdate, n, StateAlive) }
 
 func (d *delegate) AckPayload() []byte { return nil }
+
+// NotifyConflict is called when a node claims a name another node at
+// another address holds; memberlist keeps the first and ignores the other.
+func (d *delegate) NotifyConflict(existing, other *memberlist.Node) {
+	d.m.log.Error("refusing a node that claims a name another node holds; give every agent its own node.name",
+		zap.String("name", existing.Name), zap.String("holder_addr", existing.Address()), zap.String("claimant_addr", other.Address()))
+}
 
 // NotifyPingComplete is called when our direct probe of n was answered:
 // whatever made us suspect it is over.

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/control"
@@ -16,6 +19,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peerstore"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
 	"go.uber.org/zap"
 
 	"github.com/conclave-agent/conclave/protocols"
@@ -54,6 +58,21 @@ type peerState struct {
 	addr  ma.Multiaddr
 	queue chan protocols.Message
 	stop  chan struct{}
+	// kick cuts a backoff short: the member was heard from again.
+	kick chan struct{}
+	// heard is when the member was last heard from (UnixNano): a
+	// message, a probe, an answer to ours. Admission counts as heard, so
+	// a new member is not unreachable before it had a chance to speak.
+	heard atomic.Int64
+	// probing is true while a probe is in flight (guarded by Host.mu).
+	probing bool
+}
+
+func newPeerState(id protocols.ID, pid peer.ID, addr ma.Multiaddr, queueLen int) *peerState {
+	ps := &peerState{id: id, pid: pid, addr: addr,
+		queue: make(chan protocols.Message, queueLen), stop: make(chan struct{}), kick: make(chan struct{}, 1)}
+	ps.heard.Store(time.Now().UnixNano())
+	return ps
 }
 
 // New starts a libp2p host listening on cfg.Listen with the identity kept
@@ -122,6 +141,11 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		parts.addrs = func([]ma.Multiaddr) []ma.Multiaddr {
 			return []ma.Multiaddr{advertise}
 		}
+	} else if cfg.Publish.IsValid() {
+		publish := cfg.Publish.Unmap()
+		parts.addrs = func(in []ma.Multiaddr) []ma.Multiaddr {
+			return publishOnly(in, publish)
+		}
 	}
 	if len(cfg.ClusterKey) > 0 {
 		parts.psk = DerivePSK(cfg.ClusterKey)
@@ -135,11 +159,66 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	t.h = h
 	h.SetStreamHandler(protocol.ID(ProtocolID), t.handleStream)
+	h.SetStreamHandler(protocol.ID(ProbeProtocolID), t.handleProbe)
+	// A member that connects to us is back: its sender may be waiting
+	// out a long backoff from when it was unreachable. Only inbound
+	// connections: our own dials succeeding would wake the sender that
+	// made them, and a kick left over from one would cut its next backoff
+	// short, spinning on a peer that accepts connections and then fails.
+	h.Network().Notify(&network.NotifyBundle{ConnectedF: func(_ network.Network, c network.Conn) {
+		if c.Stat().Direction != network.DirInbound {
+			return
+		}
+		t.mu.RLock()
+		ps := t.peers[t.byPeer[c.RemotePeer()]]
+		t.mu.RUnlock()
+		if ps != nil {
+			ps.wake()
+		}
+	}})
+	t.wg.Add(1)
+	go t.runProber()
 	t.log.Info("transport started", zap.String("peer_id", h.ID().String()),
 		zap.Stringers("listen", h.Network().ListenAddresses()),
 		zap.Strings("addrs", t.Addrs()), zap.Bool("new_identity", created),
 		zap.Bool("private_network", len(cfg.ClusterKey) > 0))
 	return t, nil
+}
+
+// publishOnly keeps the addresses on ip. Should the interface have lost
+// that address, it keeps every address but loopback, and loopback only when
+// nothing else is left: publishing nothing would make the node unreachable
+// for certain, publishing loopback would make peers dial themselves.
+func publishOnly(in []ma.Multiaddr, ip netip.Addr) []ma.Multiaddr {
+	var on, other []ma.Multiaddr
+	for _, a := range in {
+		na, err := manet.ToNetAddr(a)
+		if err != nil {
+			continue
+		}
+		tcp, ok := na.(*net.TCPAddr)
+		if !ok {
+			continue
+		}
+		aip, ok := netip.AddrFromSlice(tcp.IP)
+		if !ok {
+			continue
+		}
+		switch aip = aip.Unmap(); {
+		case aip == ip:
+			on = append(on, a)
+		case !aip.IsLoopback() && !aip.IsUnspecified():
+			other = append(other, a)
+		}
+	}
+	switch {
+	case len(on) > 0:
+		return on
+	case len(other) > 0:
+		return other
+	default:
+		return in
+	}
 }
 
 // PeerID returns this node's libp2p peer id, stable across restarts.
@@ -215,8 +294,7 @@ func (t *Host) SetPeer(id protocols.ID, peerID string, addr string) error {
 	}
 	t.h.Peerstore().ClearAddrs(pid)
 	t.h.Peerstore().AddAddr(pid, maddr, peerstore.PermanentAddrTTL)
-	ps := &peerState{id: id, pid: pid, addr: maddr,
-		queue: make(chan protocols.Message, t.cfg.QueueLen), stop: make(chan struct{})}
+	ps := newPeerState(id, pid, maddr, t.cfg.QueueLen)
 	t.peers[id] = ps
 	t.byPeer[pid] = id
 	t.wg.Add(1)
@@ -269,6 +347,13 @@ func (t *Host) Send(to protocols.ID, m protocols.Message) {
 	default:
 		t.stats.drop(DropQueueFull)
 	}
+}
+
+// peerOf returns the admitted member id, or nil.
+func (t *Host) peerOf(id protocols.ID) *peerState {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.peers[id]
 }
 
 // member returns the member ID a peer id belongs to.
@@ -361,6 +446,12 @@ func (t *Host) runSender(ps *peerState) {
 		case <-ps.stop:
 			timer.Stop()
 			return
+		case <-ps.kick:
+			// Heard from again: try at once, and from the shortest
+			// backoff, instead of waiting up to MaxBackoff.
+			timer.Stop()
+			backoff = t.cfg.MinBackoff
+			continue
 		case <-timer.C:
 		}
 		backoff = min(2*backoff, t.cfg.MaxBackoff)
@@ -475,6 +566,9 @@ func (t *Host) handleStream(s network.Stream) {
 			_ = s.Reset()
 			return
 		}
+		if ps := t.peerOf(cur); ps != nil {
+			t.heard(ps)
+		}
 		if m.To != t.cfg.Self && m.To != protocols.None {
 			t.stats.drop(DropMisaddressed)
 			log.Debug("dropping misaddressed message", zap.Stringer("msg", m))
@@ -545,8 +639,17 @@ func (g gater) InterceptSecured(dir network.Direction, p peer.ID, addrs network.
 	}
 	g.t.stats.drop(DropUnauthorized)
 	warnLimited(g.t.log, "refusing connection: remote peer is not a current member",
-		zap.Stringer("peer", p), zap.Stringer("remote_addr", addrs.RemoteMultiaddr()), zap.Stringer("direction", dir))
+		zap.Stringer("peer", p), zap.Stringer("remote_addr", addrs.RemoteMultiaddr()), zap.Stringer("direction", dir),
+		zap.String("hint", "a member is admitted once gossip introduces it: if this peer is one, this node has not heard of it yet (it restarted without gossip.join or a member snapshot, or gossip cannot reach it)"))
 	return false
 }
 
 func (g gater) InterceptUpgraded(network.Conn) (bool, control.DisconnectReason) { return true, 0 }
+
+// PeerCount returns how many members are admitted (tests check that churn
+// does not grow it).
+func (t *Host) PeerCount() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.peers)
+}

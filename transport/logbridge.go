@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -113,7 +114,7 @@ func (h *zapHandler) Handle(_ context.Context, r slog.Record) error {
 	lvl := zapLevel(r.Level)
 	hint, promote := promoted[r.Message]
 	if r.Level < slog.LevelInfo {
-		if !promote {
+		if !promote || refusedByGater(r) {
 			return nil
 		}
 		lvl = zapcore.WarnLevel
@@ -147,6 +148,22 @@ func (h *zapHandler) Handle(_ context.Context, r slog.Record) error {
 	})
 	ce.Write(fields...)
 	return nil
+}
+
+// refusedByGater reports a failed upgrade that our own gater caused: the
+// gater has logged the refusal with the right reason (not a member), and
+// the promoted hint, which blames the cluster key, would be wrong. A
+// restarted agent that did not know its members yet logged that the remote
+// "most likely has a different cluster key" every ten seconds.
+func refusedByGater(r slog.Record) bool {
+	refused := false
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "err" && strings.Contains(a.Value.String(), "gater rejected") {
+			refused = true
+		}
+		return !refused
+	})
+	return refused
 }
 
 func appendAttr(fields []zap.Field, prefix string, a slog.Attr) []zap.Field {

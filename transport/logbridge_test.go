@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"testing"
 
@@ -33,6 +34,9 @@ func TestSlogBridgeForwardsToZap(t *testing.T) {
 	l.Debug("hidden")
 	l.Warn("dial failed", "peer", "p1", slog.Group("addr", "ip", "127.0.0.1"))
 	l.Debug("accept upgrade error", "err", "boom")
+	// Our own gater's refusal is not a key mismatch: the gater logged it
+	// with the right reason, the key hint would mislead.
+	l.Debug("accept upgrade error", "err", errors.New("gater rejected connection with peer 12D3KooWX and addr /ip4/127.0.0.1/tcp/1 with direction 1"))
 	if !l.Handler().Enabled(context.Background(), slog.LevelWarn) {
 		t.Error("warn disabled on a debug logger")
 	}

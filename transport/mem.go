@@ -94,6 +94,20 @@ func (t *MemTransport) SetPeer(id protocols.ID, peerID string, _ string) error {
 	return nil
 }
 
+// Reachable implements Transport: the member is admitted and its node is
+// on the network.
+func (t *MemTransport) Reachable(id protocols.ID) bool {
+	t.mu.RLock()
+	pid, ok := t.peers[id]
+	t.mu.RUnlock()
+	if !ok {
+		return false
+	}
+	t.net.mu.RLock()
+	defer t.net.mu.RUnlock()
+	return t.net.nodes[pid] != nil
+}
+
 // RemovePeer implements Transport.
 func (t *MemTransport) RemovePeer(id protocols.ID) {
 	t.mu.Lock()
@@ -179,4 +193,12 @@ func (t *MemTransport) Close() error {
 		close(t.inbound)
 	}
 	return nil
+}
+
+// PeerCount returns how many members are admitted (tests check that churn
+// does not grow it).
+func (t *MemTransport) PeerCount() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.peers)
 }

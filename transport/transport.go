@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -28,6 +29,11 @@ type Transport interface {
 	SetPeer(id protocols.ID, peerID string, addr string) error
 	// RemovePeer forgets member id and drops its connections and queue.
 	RemovePeer(id protocols.ID)
+	// Reachable reports whether member id was heard from recently: a
+	// message from it, or an answer to a probe. Gossip may still call a
+	// member alive that this transport cannot reach; quorum health is
+	// computed from this instead.
+	Reachable(id protocols.ID) bool
 	// Stats returns a snapshot of the counters.
 	Stats() Stats
 	// Close stops every goroutine and releases the network.
@@ -75,6 +81,12 @@ type Config struct {
 	// replaces what Addrs returns and what identify tells peers. A host
 	// and a TCP port, without /p2p.
 	Advertise string
+	// Publish, when valid and Advertise is empty, is the one IP address to
+	// publish from a wildcard Listen (0.0.0.0 or ::): libp2p would
+	// otherwise publish every interface address, loopback first, and
+	// peers that dial 127.0.0.1 dial themselves. The agent picks it with
+	// internal/netaddr, usually the address gossip publishes.
+	Publish netip.Addr
 	// ClusterKey, when set, makes libp2p a private network whose
 	// pre-shared key is derived from it ([gossip] key), so only nodes that
 	// may gossip may open election streams.
@@ -98,6 +110,10 @@ type Config struct {
 	DialTimeout time.Duration
 	// MinBackoff and MaxBackoff bound reconnection backoff.
 	MinBackoff, MaxBackoff time.Duration
+	// ProbeAfter is how long a member may be silent before it is probed
+	// (DefaultProbeAfter); ProbeTimeout bounds a probe
+	// (DefaultProbeTimeout).
+	ProbeAfter, ProbeTimeout time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -121,6 +137,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.MinBackoff <= 0 {
 		c.MinBackoff = DefaultMinBackoff
+	}
+	if c.ProbeAfter <= 0 {
+		c.ProbeAfter = DefaultProbeAfter
+	}
+	if c.ProbeTimeout <= 0 {
+		c.ProbeTimeout = DefaultProbeTimeout
 	}
 	if c.MaxBackoff < c.MinBackoff {
 		c.MaxBackoff = max(DefaultMaxBackoff, c.MinBackoff)

@@ -150,6 +150,12 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		health = "NOT healthy"
 	}
 	fmt.Fprintf(tw, "quorum\t%d of %d reachable, %s\n", st.Quorum.Reachable, st.Quorum.Voters, health)
+	if st.GossipAddr != "" {
+		fmt.Fprintf(tw, "gossip\t%s\n", st.GossipAddr)
+	}
+	if st.TransportAddr != "" {
+		fmt.Fprintf(tw, "libp2p\t%s\n", st.TransportAddr)
+	}
 	_ = tw.Flush()
 	return 0
 }
