@@ -29,8 +29,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/conclave-agent/conclave/config"
-	"github.com/conclave-agent/conclave/internal/ratelog"
 	"github.com/conclave-agent/conclave/internal/netaddr"
+	"github.com/conclave-agent/conclave/internal/ratelog"
 	"github.com/conclave-agent/conclave/localapi"
 	"github.com/conclave-agent/conclave/membership"
 	"github.com/conclave-agent/conclave/phi"
