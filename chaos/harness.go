@@ -256,10 +256,17 @@ func (h *harness) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", h.bin+string(filepath.Separator), "./cmd/agent", "./examples/scheduler")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("chaos: go build: %w\n%s", err, out)
+	// The scheduler lives in the examples module (its database drivers stay
+	// out of the agent's go.mod), so it is built from there.
+	for _, b := range []struct{ dir, pkg string }{
+		{root, "./cmd/agent"},
+		{filepath.Join(root, "examples"), "./scheduler"},
+	} {
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", h.bin+string(filepath.Separator), b.pkg)
+		cmd.Dir = b.dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("chaos: go build %s: %w\n%s", b.pkg, err, out)
+		}
 	}
 	return nil
 }
