@@ -99,6 +99,9 @@ func CheckHardState(hs HardState) error {
 	if hs.Config.Term > hs.Term {
 		return fmt.Errorf("protocols: configuration of term %d is ahead of the term %d", hs.Config.Term, hs.Term)
 	}
+	if hs.ConfigCommitted && hs.Config.Index == 0 {
+		return fmt.Errorf("protocols: a bootstrap configuration cannot be committed")
+	}
 	return hs.Config.Check()
 }
 

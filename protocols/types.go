@@ -69,6 +69,9 @@ type HardState struct {
 	// (majority); zero for protocols without one and for state written
 	// before configurations were replicated.
 	Config Configuration
+	// ConfigCommitted records that this node knows Config to be committed
+	// (a removed voter then stays an observer across restarts).
+	ConfigCommitted bool
 }
 
 // IsZero reports whether h is the state of a node that has never run.

@@ -15,7 +15,8 @@ import (
 //	offset size field
 //	0      4    magic "CNHS"
 //	4      2    version (2)
-//	6      2    reserved, zero
+//	6      2    flags: bit 0 = the configuration is known committed;
+//	            the other bits zero (version 1: reserved, zero)
 //	8      8    term
 //	16     8    vote
 //	24     8    epoch
@@ -43,6 +44,9 @@ const (
 	MaxRecordSize = recordHeaderV2 + protocols.MaxVotersLen
 )
 
+// flagCommitted marks a configuration known to be committed.
+const flagCommitted = 1
+
 var magic = [4]byte{'C', 'N', 'H', 'S'}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -63,6 +67,9 @@ func Encode(hs protocols.HardState) []byte {
 	b := make([]byte, recordHeaderV2+len(voters))
 	copy(b[0:4], magic[:])
 	binary.BigEndian.PutUint16(b[4:6], recordVersion)
+	if hs.ConfigCommitted {
+		binary.BigEndian.PutUint16(b[6:8], flagCommitted)
+	}
 	binary.BigEndian.PutUint64(b[8:16], hs.Term)
 	binary.BigEndian.PutUint64(b[16:24], uint64(hs.Vote))
 	binary.BigEndian.PutUint64(b[24:32], hs.Epoch)
@@ -93,6 +100,7 @@ func Decode(b []byte) (protocols.HardState, error) {
 	if err := checkHeader(b, recordVersion); err != nil {
 		return protocols.HardState{}, err
 	}
+	flags := binary.BigEndian.Uint16(b[6:8])
 	if l := int(binary.BigEndian.Uint16(b[48:50])); l != len(b)-recordHeaderV2 {
 		return protocols.HardState{}, fmt.Errorf("%w: voter list of %d bytes in a record with room for %d", ErrCorrupt, l, len(b)-recordHeaderV2)
 	}
@@ -105,6 +113,10 @@ func Decode(b []byte) (protocols.HardState, error) {
 			Index:  binary.BigEndian.Uint64(b[40:48]),
 			Voters: string(b[50:end]),
 		},
+		ConfigCommitted: flags&flagCommitted != 0,
+	}
+	if hs.ConfigCommitted && hs.Config.Index == 0 {
+		return protocols.HardState{}, fmt.Errorf("%w: a bootstrap configuration marked committed", ErrCorrupt)
 	}
 	if err := hs.Config.Check(); err != nil {
 		return protocols.HardState{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
@@ -136,8 +148,12 @@ func checkHeader(b []byte, version uint16) error {
 	if v := binary.BigEndian.Uint16(b[4:6]); v != version {
 		return fmt.Errorf("%w: unknown version %d for a record of %d bytes", ErrCorrupt, v, len(b))
 	}
-	if r := binary.BigEndian.Uint16(b[6:8]); r != 0 {
-		return fmt.Errorf("%w: reserved field is %d, want 0", ErrCorrupt, r)
+	allowed := uint16(0)
+	if version == recordVersion {
+		allowed = flagCommitted
+	}
+	if r := binary.BigEndian.Uint16(b[6:8]); r&^allowed != 0 {
+		return fmt.Errorf("%w: reserved bits %#x set", ErrCorrupt, r&^allowed)
 	}
 	return nil
 }

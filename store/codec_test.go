@@ -64,7 +64,7 @@ func TestOldRecordStillLoads(t *testing.T) {
 	if _, err := s.Load(); err != nil {
 		t.Fatal(err)
 	}
-	next := protocols.HardState{Term: 8, Epoch: 8, Config: protocols.Configuration{Term: 8, Index: 2, Voters: "n1,n2,n3"}}
+	next := protocols.HardState{Term: 8, Epoch: 8, Config: protocols.Configuration{Term: 8, Index: 2, Voters: "n1,n2,n3"}, ConfigCommitted: true}
 	if err := s.Save(next); err != nil {
 		t.Fatal(err)
 	}
@@ -113,8 +113,18 @@ func TestDecodeRejectsBadConfigurations(t *testing.T) {
 			t.Errorf("%s: Decode = %v, want ErrCorrupt", name, err)
 		}
 	}
+	// The committed flag on a bootstrap configuration, and on version 1.
+	b := Encode(protocols.HardState{Term: 1, Config: protocols.Configuration{Voters: "a"}, ConfigCommitted: true})
+	if _, err := Decode(b); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("committed bootstrap: Decode = %v, want ErrCorrupt", err)
+	}
+	v1 := encodeV1(protocols.HardState{Term: 1})
+	v1[7] = 1
+	if _, err := Decode(reseal(v1)); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("v1 with a flag: Decode = %v, want ErrCorrupt", err)
+	}
 	// A length field that disagrees with the record's size.
-	b := Encode(protocols.HardState{Term: 1, Config: protocols.Configuration{Index: 1, Voters: "a"}})
+	b = Encode(protocols.HardState{Term: 1, Config: protocols.Configuration{Index: 1, Voters: "a"}, ConfigCommitted: true})
 	binary.BigEndian.PutUint16(b[48:50], 2)
 	if _, err := Decode(reseal(b)); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("bad length: Decode = %v, want ErrCorrupt", err)
@@ -127,7 +137,7 @@ func TestDecodeRejectsValidChecksumOverBadHeader(t *testing.T) {
 	for name, mutate := range map[string]func([]byte){
 		"magic":    func(b []byte) { b[0] = 'X' },
 		"version":  func(b []byte) { b[5] = 3 },
-		"reserved": func(b []byte) { b[7] = 1 },
+		"reserved": func(b []byte) { b[7] = 2 },
 	} {
 		for _, b := range [][]byte{Encode(protocols.HardState{Term: 1}), encodeV1(protocols.HardState{Term: 1})} {
 			mutate(b)

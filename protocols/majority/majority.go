@@ -166,6 +166,9 @@ func New(cfg Config) (*Node, error) {
 			"configured", file.Voters, "persisted", conf.String())
 	}
 	n.setConf(conf)
+	if cfg.HardState.ConfigCommitted {
+		n.committed = conf
+	}
 	now := cfg.Now
 	if n.soleVoter() {
 		// Nobody else can hold a lease: campaign at once.
@@ -218,6 +221,23 @@ func (n *Node) problem(line string) {
 
 // Problems implements protocols.VoterChanger.
 func (n *Node) Problems() []string { return slices.Clone(n.problems) }
+
+// mayCampaign reports whether this node may stand for election: a voter,
+// or a node whose newest configuration removes it but is not known to be
+// committed. The latter is Raft's rule too: such a node may be the only
+// one holding the newest configuration, and if it could not campaign (and
+// its majority refuses older candidates) nobody could be elected. Its own
+// vote does not count; it gathers a majority of that configuration, leads
+// until the configuration is committed, then steps down.
+func (n *Node) mayCampaign() bool {
+	return n.isVoter || (n.conf != n.committed && n.conf.Index != 0)
+}
+
+// observer reports whether this node is, and may only be, a follower
+// without a vote.
+func (n *Node) observer() bool {
+	return !n.isVoter && n.state == stateFollower && !n.mayCampaign()
+}
 
 func (n *Node) soleVoter() bool {
 	return n.isVoter && len(n.voters) == 1
@@ -370,19 +390,23 @@ func (n *Node) noteBootstrapReply(now protocols.Time, m protocols.Message) bool 
 		return false
 	}
 	n.replied[m.From] = true
-	mc := m.Config()
-	if mc.Voters == "" || mc.Voters == n.conf.Voters && mc.Compare(n.conf) == 0 {
-		return false
+	if mc := m.Config(); mc.Voters != "" && (mc.Voters != n.conf.Voters || mc.Compare(n.conf) != 0) {
+		if mc.Compare(n.conf) == 0 {
+			n.problem(fmt.Sprintf("%s has voters [%s] where this node has [%s], both at index %d", n.name(m.From), mc.Voters, n.conf.Voters, mc.Index))
+		}
+		if outranks(mc, n.conf) {
+			n.log.Infow("standing down: a member holds a configuration that outranks ours", "member", n.name(m.From), "theirs", mc.String(), "ours", n.conf.String())
+			n.becomeFollower(now, n.term, protocols.None)
+			return true
+		}
 	}
-	if mc.Compare(n.conf) == 0 {
-		n.problem(fmt.Sprintf("%s has voters [%s] where this node has [%s], both at index %d", n.name(m.From), mc.Voters, n.conf.Voters, mc.Index))
+	if m.Term < n.term {
+		// Step drops answers of an older term before the tally, but this
+		// one may be the last the check waited for.
+		n.tally(now, n.state)
+		return true
 	}
-	if !outranks(mc, n.conf) {
-		return false
-	}
-	n.log.Infow("standing down: a member holds a configuration that outranks ours", "member", n.name(m.From), "theirs", mc.String(), "ours", n.conf.String())
-	n.becomeFollower(now, n.term, protocols.None)
-	return true
+	return false
 }
 
 // campaign raises the term and asks for votes; transfer marks a campaign
@@ -568,7 +592,7 @@ func (n *Node) Tick(now protocols.Time) {
 			n.heartbeat(now)
 		}
 	default:
-		if n.isVoter && now >= n.electionDeadline && now >= n.voteBlockUntil {
+		if n.mayCampaign() && now >= n.electionDeadline && now >= n.voteBlockUntil {
 			if n.cfg.PreVote {
 				n.becomePreCandidate(now)
 			} else {
@@ -603,7 +627,7 @@ func (n *Node) NextDeadline(now protocols.Time) (protocols.Time, bool) {
 			arm(n.leaseUntil)
 		}
 	default:
-		if n.isVoter {
+		if n.mayCampaign() {
 			arm(max(n.electionDeadline, n.voteBlockUntil))
 		}
 	}
@@ -706,7 +730,7 @@ func (n *Node) Step(now protocols.Time, m protocols.Message) error {
 	case protocols.MsgVoteResp:
 		n.handleVoteResp(now, m, stateCandidate)
 	case protocols.MsgTimeoutNow:
-		if n.isVoter && m.From == n.leader && n.state == stateFollower {
+		if n.mayCampaign() && m.From == n.leader && n.state == stateFollower {
 			n.log.Infow("leadership transfer received", "from", m.From)
 			n.campaign(now, true)
 		}
@@ -779,7 +803,7 @@ func (n *Node) handleHeartbeatResp(now protocols.Time, m protocols.Message) {
 }
 
 func (n *Node) handlePreVote(now protocols.Time, m protocols.Message) {
-	grant := n.isVoter && n.voterName(m.From) != "" && m.Term > n.term && !n.leaseHolds(now) && n.upToDate(m)
+	grant := n.mayVoteFor(m) && m.Term > n.term && !n.leaseHolds(now) && n.upToDate(m)
 	if !grant {
 		// Answer with our own term: a rejection must not push the
 		// candidate's term up, or PreVote would disrupt after all.
@@ -787,6 +811,25 @@ func (n *Node) handlePreVote(now protocols.Time, m protocols.Message) {
 		return
 	}
 	n.send(protocols.Message{Kind: protocols.MsgPreVoteResp, To: m.From, Term: m.Term, Context: m.Context})
+}
+
+// mayVoteFor reports whether this node may answer request m with a vote:
+// it must be a voter of its own configuration or of the candidate's (which
+// upToDate then requires to be at least as new). The candidate counts
+// votes against its own configuration, and every node votes once per term,
+// so who the candidate is does not matter (Raft does not check it either;
+// see mayCampaign). As in Raft, a node that has not yet persisted the
+// configuration that adds it still votes for a candidate that has: without
+// that, a leader that added a member and lost its lease before the member
+// heard of it could never be elected again (the new set needs the new
+// member's vote). A message without a configuration (an older peer) is
+// judged by ours.
+func (n *Node) mayVoteFor(m protocols.Message) bool {
+	mc := m.Config()
+	if mc.Voters == "" {
+		return n.isVoter && n.voterName(m.From) != ""
+	}
+	return n.isVoter || mc.Has(n.name(n.id))
 }
 
 // upToDate reports whether the candidate of request m holds a
@@ -810,7 +853,7 @@ func (n *Node) upToDate(m protocols.Message) bool {
 
 func (n *Node) handleVote(now protocols.Time, m protocols.Message, transfer bool) {
 	already := n.vote == m.From
-	grant := n.isVoter && n.voterName(m.From) != "" && n.upToDate(m) &&
+	grant := n.mayVoteFor(m) && n.upToDate(m) &&
 		(already || (n.vote == protocols.None && (transfer || !n.leaseHolds(now))))
 	if grant {
 		if n.state == statePreCandidate {
@@ -845,6 +888,11 @@ func (n *Node) handleVoteResp(now protocols.Time, m protocols.Message, want stat
 	default:
 		n.granted[v] = true
 	}
+	n.tally(now, want)
+}
+
+// tally acts on the answers counted so far in the current (pre-)campaign.
+func (n *Node) tally(now protocols.Time, want state) {
 	switch {
 	case n.won() && want == statePreCandidate:
 		if n.leaseHolds(now) {
@@ -898,7 +946,7 @@ func (n *Node) Suspect(now protocols.Time, id protocols.ID, suspected bool) {
 }
 
 func (n *Node) onSuspect(now protocols.Time, id protocols.ID) {
-	if n.state != stateFollower || id != n.leader || !n.isVoter {
+	if n.state != stateFollower || id != n.leader || !n.mayCampaign() {
 		return
 	}
 	// Spread the candidates so that they rarely split the vote.
@@ -955,7 +1003,7 @@ func (n *Node) Status(now protocols.Time) protocols.Status {
 		st.Role = protocols.Follower
 		st.Leader = n.leader
 	}
-	if !n.isVoter {
+	if n.observer() {
 		st.Role = protocols.Observer
 	}
 	if st.Leader != protocols.None {
@@ -965,7 +1013,8 @@ func (n *Node) Status(now protocols.Time) protocols.Status {
 }
 
 func (n *Node) hardState() protocols.HardState {
-	hs := protocols.HardState{Term: n.term, Vote: n.vote, Epoch: n.term, Config: n.conf}
+	hs := protocols.HardState{Term: n.term, Vote: n.vote, Epoch: n.term, Config: n.conf,
+		ConfigCommitted: n.conf == n.committed && n.conf.Index != 0}
 	if n.cfg.Unsafe.VoteNotPersisted {
 		hs.Vote = n.out.Persisted().Vote
 		if n.out.Persisted().Term != n.term {
@@ -983,7 +1032,7 @@ func (n *Node) softState() protocols.SoftState {
 	case stateCandidate, statePreCandidate:
 		ss.Role = protocols.Candidate
 	}
-	if !n.isVoter {
+	if n.observer() {
 		ss.Role = protocols.Observer
 	}
 	return ss
