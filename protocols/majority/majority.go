@@ -170,8 +170,10 @@ func New(cfg Config) (*Node, error) {
 		n.committed = conf
 	}
 	now := cfg.Now
-	if n.soleVoter() {
-		// Nobody else can hold a lease: campaign at once.
+	if n.soleVoter() && (n.conf.Index == 0 || n.committed == n.conf) {
+		// Nobody else can hold a lease: campaign at once. Not while the
+		// configuration that made us the sole voter may be uncommitted: a
+		// leader that removed itself may still hold a lease on our ack.
 		n.electionDeadline = now
 	} else {
 		n.voteBlockUntil = now.Add(cfg.ElectionTimeout)
@@ -223,14 +225,18 @@ func (n *Node) problem(line string) {
 func (n *Node) Problems() []string { return slices.Clone(n.problems) }
 
 // mayCampaign reports whether this node may stand for election: a voter,
-// or a node whose newest configuration removes it but is not known to be
-// committed. The latter is Raft's rule too: such a node may be the only
-// one holding the newest configuration, and if it could not campaign (and
-// its majority refuses older candidates) nobody could be elected. Its own
-// vote does not count; it gathers a majority of that configuration, leads
-// until the configuration is committed, then steps down.
+// or a voter of the newest configuration it knows committed whose newer,
+// uncommitted one removes it. The latter is Raft's rule too: a leader that
+// removed itself may be the only node holding the new configuration, and
+// if it could not campaign (its new majority refusing older candidates)
+// nobody could be elected. Its own vote does not count; it gathers a
+// majority of the new configuration, leads until that is committed, then
+// steps down. A node that restarted does not know what was committed (unless
+// its state record says its configuration was), so it may campaign too
+// until a leader tells it; an observer that has heard one does not.
 func (n *Node) mayCampaign() bool {
-	return n.isVoter || (n.conf != n.committed && n.conf.Index != 0)
+	return n.isVoter || (n.conf != n.committed && n.conf.Index != 0 &&
+		(n.committed.IsZero() || n.committed.Has(n.name(n.id))))
 }
 
 // observer reports whether this node is, and may only be, a follower
