@@ -176,3 +176,36 @@ func TestUpgradedStateStartsAtIndexOne(t *testing.T) {
 		t.Fatalf("upgraded node's configuration %v", st.Config)
 	}
 }
+
+// A leader that removes itself and is cut off before anyone persisted the
+// change is the only node holding the new configuration; the remaining
+// voter needs its vote, which it refuses to an older configuration. So the
+// removed node must be able to campaign (the simulator's deadlock; Raft's
+// rule): it wins with the remaining voter's vote, commits the change and
+// steps down.
+func TestSelfRemovedLeaderCutOffLeavesAnElectableNode(t *testing.T) {
+	tn := newTestNet(2, 1, 3, baseConfig())
+	l, _ := tn.runUntilLeader(10 * time.Second)
+	if l == protocols.None {
+		t.Fatal("no leader")
+	}
+	tn.run(time.Second)
+	v := 3 - l // the other voter of n1, n2
+	tn.isolate(l)
+	if err := change(tn, l, protocols.VoterChange{Remove: tn.nodes[l].name(l)}); err != nil {
+		t.Fatal(err)
+	}
+	tn.run(5 * time.Second)
+	if got := tn.nodes[v].Status(tn.now).Config.Voters; got != "n1,n2" {
+		t.Fatalf("n%d holds [%s]; the change should not have reached it", v, got)
+	}
+	tn.heal()
+	tn.run(10 * time.Second)
+	st := tn.nodes[v].Status(tn.now)
+	if st.Role != protocols.Leader || st.Config.Voters != tn.nodes[v].name(v) || st.Committed != st.Config {
+		t.Fatalf("remaining voter: %+v, want it leading its own committed configuration", st)
+	}
+	if st := tn.nodes[l].Status(tn.now); st.Role != protocols.Observer {
+		t.Errorf("removed node: %+v, want an observer", st)
+	}
+}
