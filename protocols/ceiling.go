@@ -96,7 +96,13 @@ func CheckHardState(hs HardState) error {
 	if hs.Term > Ceiling || hs.Epoch > Ceiling {
 		return fmt.Errorf("%w: term %d, epoch %d (the ceiling is %d)", ErrBeyondCeiling, hs.Term, hs.Epoch, Ceiling)
 	}
-	return nil
+	if hs.Config.Term > hs.Term {
+		return fmt.Errorf("protocols: configuration of term %d is ahead of the term %d", hs.Config.Term, hs.Term)
+	}
+	if hs.ConfigCommitted && hs.Config.Index == 0 {
+		return fmt.Errorf("protocols: a bootstrap configuration cannot be committed")
+	}
+	return hs.Config.Check()
 }
 
 // BeyondCeiling returns the error Step returns for a message carrying value

@@ -120,6 +120,22 @@ type Message struct {
 	// Context is opaque to the receiver and echoed in responses (the
 	// heartbeat round a response acknowledges).
 	Context uint64
+	// ConfigTerm, ConfigIndex and Voters are the sender's newest voter
+	// configuration (majority): the leader's in heartbeats, the
+	// candidate's in (pre-)vote requests, the sender's persisted one in
+	// responses. An empty Voters means the sender carries none (a peer
+	// from before configurations were replicated).
+	ConfigTerm  uint64
+	ConfigIndex uint64
+	Voters      string
+	// Commit is the index of the newest configuration the leader knows to
+	// be committed (majority heartbeats).
+	Commit uint64
+}
+
+// Config returns the configuration m carries.
+func (m Message) Config() Configuration {
+	return Configuration{Term: m.ConfigTerm, Index: m.ConfigIndex, Voters: m.Voters}
 }
 
 // String renders m compactly for traces and golden files.
@@ -148,6 +164,12 @@ func (m Message) String() string {
 	}
 	if m.Context != 0 {
 		s += fmt.Sprintf(" ctx=%d", m.Context)
+	}
+	if m.Voters != "" || m.ConfigIndex != 0 || m.ConfigTerm != 0 {
+		s += " cfg=" + m.Config().String()
+	}
+	if m.Commit != 0 {
+		s += fmt.Sprintf(" commit=%d", m.Commit)
 	}
 	return s
 }

@@ -65,6 +65,13 @@ type HardState struct {
 	// Epoch is the highest fencing epoch this node has seen or created. It
 	// never goes back, across restarts too.
 	Epoch uint64
+	// Config is the newest voter configuration this node has persisted
+	// (majority); zero for protocols without one and for state written
+	// before configurations were replicated.
+	Config Configuration
+	// ConfigCommitted records that this node knows Config to be committed
+	// (a removed voter then stays an observer across restarts).
+	ConfigCommitted bool
 }
 
 // IsZero reports whether h is the state of a node that has never run.
@@ -93,6 +100,11 @@ type Status struct {
 	LeaseUntil Time
 	// Term is the protocol's current term (majority) or epoch (others).
 	Term uint64
+	// Config is the newest voter configuration this node holds (majority),
+	// committed or not; Committed the newest one it knows to be committed.
+	// Config differs from Committed while a change is pending.
+	Config    Configuration
+	Committed Configuration
 }
 
 // Ready is the batch of work a protocol hands its driver. See the package
@@ -142,7 +154,36 @@ var (
 	ErrNotLeader = errors.New("protocols: not the leader")
 	// ErrNoTransferTarget: no eligible node can take leadership over.
 	ErrNoTransferTarget = errors.New("protocols: no node to hand leadership to")
+	// ErrChangeInFlight: a voter change was asked for while the leader's
+	// newest configuration is not committed yet.
+	ErrChangeInFlight = errors.New("protocols: a configuration change is already in flight")
+	// ErrUnknownMember: the member named in a voter change is not known
+	// (add) or not a voter (remove), or is already a voter (add).
+	ErrUnknownMember = errors.New("protocols: unknown member")
+	// ErrWouldLoseQuorum: after the change, fewer voters of the new set
+	// than its majority would be reachable, or none would be left.
+	ErrWouldLoseQuorum = errors.New("protocols: the change would lose the quorum")
 )
+
+// VoterChange is one voter change: exactly one of Add and Remove is set.
+type VoterChange struct {
+	Add    string
+	Remove string
+}
+
+// VoterChanger is implemented by protocols whose voter set is replicated
+// state (majority).
+type VoterChanger interface {
+	// ChangeVoters starts adding or removing one voter at local time now.
+	// Only the leader accepts it; it returns ErrNotLeader,
+	// ErrChangeInFlight, ErrUnknownMember or ErrWouldLoseQuorum (wrapped)
+	// and changes nothing then. The change is committed when Status shows
+	// it in Committed.
+	ChangeVoters(now Time, c VoterChange) error
+	// Problems returns the configuration conflicts this node has met, one
+	// line each, oldest first (bounded).
+	Problems() []string
+}
 
 // Protocol is the interface every election implements. All methods are
 // called from a single goroutine; none may block, perform I/O, read a clock

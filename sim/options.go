@@ -15,7 +15,7 @@ type NodeConfig struct {
 	// Self is the node being built.
 	Self protocols.Member
 	// Members lists every node of the cluster, Self included, in id order.
-	// Every member is a voter.
+	// Every member is a voter but the last Options.Observers.
 	Members []protocols.Member
 	// HardState is the node's persisted state: zero at the start of a run,
 	// the last persisted HardState on restart.
@@ -60,6 +60,13 @@ type Checks struct {
 	// without Reject) to two different candidates in the same term, across
 	// restarts too. For vote-based protocols (majority).
 	VoteOncePerTerm bool
+	// Configurations checks the voter configurations nodes report in
+	// Status (majority; others report none): no two nodes hold different
+	// voters under one version, committed configurations never disagree
+	// at an index and each differs from the previous by at most one voter,
+	// and every new leader holds a configuration at least as new as every
+	// committed one.
+	Configurations bool
 	// LivenessBound: once every fault is healed, within this much virtual
 	// time some node must lead and every node's Status must name it and its
 	// epoch. Zero disables the liveness check.
@@ -76,6 +83,7 @@ func AllChecks(electionTimeout time.Duration) Checks {
 		Fencing:              true,
 		Lease:                true,
 		VoteOncePerTerm:      true,
+		Configurations:       true,
 		LivenessBound:        30 * electionTimeout,
 	}
 }
@@ -116,6 +124,10 @@ type Options struct {
 	// Faults lists the fault kinds RandomSchedule may use. Nil means every
 	// kind in ScheduledFaults.
 	Faults []FaultKind
+	// Observers is how many nodes (those with the highest ids) start as
+	// non-voters (NodeConfig.Members[i].Voter false); at least one node
+	// stays a voter. Only majority reads it; voter changes promote them.
+	Observers int
 	// NoMessageFaults keeps RandomSchedule from choosing drop and
 	// duplication probabilities (delays and reordering remain).
 	NoMessageFaults bool

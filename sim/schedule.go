@@ -49,6 +49,12 @@ const (
 	// protocols.MaxAccepted must be survived, larger ones refused. Only
 	// explicit schedules use it; RandomSchedule never draws it.
 	FaultPoison
+	// FaultVoterChange asks the current leader (a protocols.VoterChanger)
+	// to add a random non-voter or remove a random voter — itself
+	// included — one voter at a time; refusals (a change in flight, the
+	// quorum would be lost) are traced. Only drawn when Options.Faults
+	// names it (VoterFaults).
+	FaultVoterChange
 
 	// NumFaultKinds is the number of fault kinds.
 	NumFaultKinds
@@ -67,6 +73,7 @@ var faultNames = [...]string{
 	FaultDuplicate:     "duplicate",
 	FaultLongDelay:     "long-delay",
 	FaultPoison:        "poison",
+	FaultVoterChange:   "voter-change",
 }
 
 // String returns the fault kind's short name.
@@ -81,6 +88,12 @@ func (k FaultKind) String() string {
 func ScheduledFaults() []FaultKind {
 	return []FaultKind{FaultSplit, FaultIsolateLeader, FaultBridge, FaultOneWay,
 		FaultCrash, FaultPause, FaultSlowNetwork, FaultResign}
+}
+
+// VoterFaults is ScheduledFaults plus voter changes, for protocols whose
+// voter set is replicated (majority).
+func VoterFaults() []FaultKind {
+	return append(ScheduledFaults(), FaultVoterChange)
 }
 
 // Targets an Action can name instead of a node index.
@@ -203,7 +216,7 @@ func RandomSchedule(rng *rand.Rand, o Options) Schedule {
 			a.Duration = et*3/2 + randDur(rng, 5*et)
 		case FaultSlowNetwork:
 			a.Duration = et + randDur(rng, 10*et)
-		case FaultResign:
+		case FaultResign, FaultVoterChange:
 			a.Target = TargetLeader
 		}
 		s.Actions = append(s.Actions, a)

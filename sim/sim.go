@@ -18,6 +18,10 @@ const (
 	InvFencing        = "fencing"
 	InvLiveness       = "liveness"
 	InvVoteOnce       = "vote-once-per-term"
+	// Configuration invariants (Checks.Configurations).
+	InvConfigHistory   = "config-version-unique"
+	InvConfigCommitted = "config-committed-unique"
+	InvConfigComplete  = "config-leader-complete"
 	// InvDriver: the protocol broke the driver contract (a message with a
 	// wrong From, a Ready that never empties, a restart the Factory refused).
 	InvDriver = "driver"
@@ -147,6 +151,8 @@ type run struct {
 	fenceHigh uint64
 	fenceNode int
 
+	cfg configCheck
+
 	stats Stats
 	trace traceRing
 }
@@ -229,8 +235,9 @@ func newRun(o Options, seed uint64, rng *rand.Rand, s Schedule) (*run, error) {
 	r.stats.Schedules = 1
 	n := s.Nodes
 	r.mems = make([]protocols.Member, n)
+	voters := max(n-o.Observers, 1)
 	for i := range r.mems {
-		r.mems[i] = protocols.Member{ID: protocols.ID(i + 1), Name: fmt.Sprintf("n%d", i+1), Voter: true}
+		r.mems[i] = protocols.Member{ID: protocols.ID(i + 1), Name: fmt.Sprintf("n%d", i+1), Voter: i < voters}
 	}
 	r.conn = make([][]bool, n)
 	for i := range r.conn {
@@ -389,6 +396,7 @@ func (r *run) drain(n *node) {
 		rd := n.p.Ready()
 		if rd.HardState != nil {
 			n.hs = *rd.HardState
+			r.persistedConfig(n)
 			r.lastPersist = n.idx
 			if r.armed >= 0 && r.crashNext < 0 && r.sched.Actions[r.armed].Target == TargetNextPersist {
 				r.crashNext = n.idx
@@ -710,6 +718,9 @@ func (r *run) fault(i int) {
 	case FaultPoison:
 		r.poison(a, r.target(a.Target))
 		return
+	case FaultVoterChange:
+		r.voterChange()
+		return
 	default:
 		return
 	}
@@ -854,6 +865,11 @@ func (r *run) check() {
 		} else {
 			n.maxEpoch = st.Epoch
 		}
+		if c.Configurations {
+			if r.checkConfig(n, st); r.done {
+				return
+			}
+		}
 		key := statusKey{st.Role, st.Leader, st.Epoch}
 		if !n.lastValid || key != n.lastKey {
 			n.lastKey, n.lastValid = key, true
@@ -924,6 +940,11 @@ func (r *run) claims(n *node, st protocols.Status) {
 }
 
 func (r *run) elected(n *node, epoch uint64) {
+	if r.o.Checks.Configurations {
+		if r.checkLeaderConfig(n, n.st); r.done {
+			return
+		}
+	}
 	r.stats.Elections++
 	r.rec(traceRec{kind: recLeader, node: int32(n.idx), a: epoch})
 }

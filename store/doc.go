@@ -5,7 +5,7 @@
 // A Save is atomic and durable when it returns: the state is written to a
 // temporary file, fsynced, renamed over the state file and the directory is
 // fsynced, so after a crash the file holds either the old or the new state,
-// never a mix. The file is a fixed-size, versioned binary record with a
+// never a mix. The file is a size-bounded, versioned binary record with a
 // magic header and a CRC-32C checksum.
 //
 // The package must never silently reset state. A missing file means a node

@@ -24,7 +24,8 @@ const (
 )
 
 // ErrRegression is wrapped by the error Save returns for a state that goes
-// back: a lower term or epoch, or a changed vote within the same term.
+// back: a lower term or epoch, a changed vote within the same term, or an
+// older voter configuration (a lower index, a lower version, or none).
 var ErrRegression = errors.New("hard state would go back")
 
 // Store persists one node's HardState in its data directory. Its methods
@@ -96,14 +97,14 @@ func (s *Store) load() (protocols.HardState, error) {
 	defer f.Close()
 	// Read one byte more than a record so that an oversized file is told
 	// apart from a valid one without reading (or allocating) all of it.
-	b, err := io.ReadAll(io.LimitReader(f, RecordSize+1))
+	b, err := io.ReadAll(io.LimitReader(f, MaxRecordSize+1))
 	if err != nil {
 		return protocols.HardState{}, fmt.Errorf("store: read state file %s: %w", s.path, err)
 	}
 	hs, err := Decode(b)
 	if err != nil {
-		if len(b) > RecordSize {
-			err = fmt.Errorf("%w: larger than %d bytes", ErrCorrupt, RecordSize)
+		if len(b) > MaxRecordSize {
+			err = fmt.Errorf("%w: larger than %d bytes", ErrCorrupt, MaxRecordSize)
 		}
 		return protocols.HardState{}, fmt.Errorf("store: state file %s: %w (refusing to start from a reset state; restore it or, to start this node afresh, delete it)", s.path, err)
 	}
@@ -155,6 +156,10 @@ func checkForward(prev, next protocols.HardState) error {
 		return fmt.Errorf("%w: epoch %d < %d", ErrRegression, next.Epoch, prev.Epoch)
 	case next.Term == prev.Term && prev.Vote != protocols.None && next.Vote != prev.Vote:
 		return fmt.Errorf("%w: vote in term %d changed from %d to %d", ErrRegression, next.Term, prev.Vote, next.Vote)
+	case !prev.Config.IsZero() && next.Config.IsZero():
+		return fmt.Errorf("%w: configuration %v dropped", ErrRegression, prev.Config)
+	case next.Config.Index < prev.Config.Index || next.Config.Compare(prev.Config) < 0:
+		return fmt.Errorf("%w: configuration %v older than %v", ErrRegression, next.Config, prev.Config)
 	}
 	return nil
 }

@@ -100,6 +100,12 @@ type wireMessage struct {
 	Hops      uint64 `msgpack:"h,omitempty"`
 	Direction uint64 `msgpack:"d,omitempty"`
 	Context   uint64 `msgpack:"x,omitempty"`
+	// The sender's voter configuration and the committed index (majority,
+	// docs/voters.md). "v" is the one string field.
+	ConfigTerm  uint64 `msgpack:"ct,omitempty"`
+	ConfigIndex uint64 `msgpack:"ci,omitempty"`
+	Voters      string `msgpack:"v,omitempty"`
+	Commit      uint64 `msgpack:"cm,omitempty"`
 }
 
 // wireKeys lists the keys of wireMessage; "r" is the one boolean. The
@@ -108,9 +114,13 @@ type wireMessage struct {
 var wireKeys = map[string]int{
 	"k": 0, "f": 1, "t": 2, "tm": 3, "e": 4, "r": 5,
 	"l": 6, "c": 7, "p": 8, "h": 9, "d": 10, "x": 11,
+	"ct": 12, "ci": 13, "v": 14, "cm": 15,
 }
 
-const wireKeyReject = 5
+const (
+	wireKeyReject = 5
+	wireKeyVoters = 14
+)
 
 func toWire(m protocols.Message) wireMessage {
 	return wireMessage{
@@ -119,6 +129,7 @@ func toWire(m protocols.Message) wireMessage {
 		Leader: uint64(m.Leader), Candidate: uint64(m.Candidate),
 		Phase: uint64(m.Phase), Hops: uint64(m.Hops),
 		Direction: uint64(m.Direction), Context: m.Context,
+		ConfigTerm: m.ConfigTerm, ConfigIndex: m.ConfigIndex, Voters: m.Voters, Commit: m.Commit,
 	}
 }
 
@@ -136,12 +147,18 @@ func fromWire(w wireMessage) (protocols.Message, error) {
 	if !k.Valid() {
 		return protocols.Message{}, fmt.Errorf("%w: %d", ErrUnknownKind, w.Kind)
 	}
+	if c := (protocols.Configuration{Term: w.ConfigTerm, Index: w.ConfigIndex, Voters: w.Voters}); c.Voters != "" {
+		if err := c.Check(); err != nil {
+			return protocols.Message{}, fmt.Errorf("%w: voters: %v", ErrOutOfRange, err)
+		}
+	}
 	return protocols.Message{
 		Kind: k, From: protocols.ID(w.From), To: protocols.ID(w.To),
 		Term: w.Term, Epoch: w.Epoch, Reject: w.Reject,
 		Leader: protocols.ID(w.Leader), Candidate: protocols.ID(w.Candidate),
 		Phase: uint32(w.Phase), Hops: uint32(w.Hops),
 		Direction: protocols.Direction(w.Direction), Context: w.Context,
+		ConfigTerm: w.ConfigTerm, ConfigIndex: w.ConfigIndex, Voters: w.Voters, Commit: w.Commit,
 	}, nil
 }
 
@@ -276,9 +293,15 @@ func checkBody(b []byte) error {
 			return fmt.Errorf("%w: duplicate field %q", ErrMalformed, key)
 		}
 		seen |= 1 << idx
-		if idx == wireKeyReject {
+		switch idx {
+		case wireKeyReject:
 			err = w.boolean()
-		} else {
+		case wireKeyVoters:
+			var s []byte
+			if s, err = w.strValue(); err == nil && len(s) > protocols.MaxVotersLen {
+				err = fmt.Errorf("%w: %d bytes, at most %d", ErrOutOfRange, len(s), protocols.MaxVotersLen)
+			}
+		default:
 			err = w.unsigned()
 		}
 		if err != nil {
@@ -385,6 +408,15 @@ func (w *walker) str() ([]byte, error) {
 		return nil, err
 	}
 	return w.take(n)
+}
+
+// strValue reads a string value (str() reads keys: the same encoding).
+func (w *walker) strValue() ([]byte, error) {
+	s, err := w.str()
+	if err != nil {
+		return nil, fmt.Errorf("%w: want a string", err)
+	}
+	return s, nil
 }
 
 func (w *walker) unsigned() error {

@@ -53,6 +53,11 @@ func hostileBodies(t testing.TB) []bodyCase {
 	hb := heartbeatBody(t)
 	return []bodyCase{
 		{"valid_heartbeat", hb, nil},
+		{"voters_valid", cat([]byte{0x83, 0xa1, 'k', 0x05, 0xa2, 'c', 'i', 0x02, 0xa1, 'v', 0xa5}, []byte("n1,n2")), nil},
+		{"voters_not_a_string", []byte{0x82, 0xa1, 'k', 0x05, 0xa1, 'v', 0x07}, ErrMalformed},
+		{"voters_unsorted", cat([]byte{0x82, 0xa1, 'k', 0x05, 0xa1, 'v', 0xa5}, []byte("n2,n1")), ErrOutOfRange},
+		{"voters_bad_name", cat([]byte{0x82, 0xa1, 'k', 0x05, 0xa1, 'v', 0xa3}, []byte("a b")), ErrOutOfRange},
+		{"voters_too_long", cat([]byte{0x82, 0xa1, 'k', 0x05, 0xa1, 'v', 0xda, 0x08, 0x30}, repeat([]byte("a"), 0x830)), ErrOutOfRange},
 		{"unknown_field_skipped", cat([]byte{0x82, 0xa1, 'k', 0x05, 0xa2, 'z', 'z', 0x92, 0x01, 0x91, 0xa0}), nil},
 		{"str32_4GiB", cat(keyZ, []byte{0xdb, 0xff, 0xff, 0xff, 0xff}), ErrMalformed},
 		{"bin32_4GiB", cat(keyZ, []byte{0xc6, 0xff, 0xff, 0xff, 0xff}), ErrMalformed},
@@ -278,6 +283,11 @@ func randomMessage(r *rand.Rand) protocols.Message {
 		Hops:      uint32(u64()),
 		Direction: protocols.Direction(r.IntN(2)),
 		Context:   u64(),
+		// A configuration, or none.
+		ConfigTerm:  u64(),
+		ConfigIndex: u64(),
+		Voters:      []string{"", "n1", "a,b,c", "n1,n2,n3,n4,n5"}[r.IntN(4)],
+		Commit:      u64(),
 	}
 }
 

@@ -20,6 +20,9 @@ type Config struct {
 	// Voters are the names of the configured voters. Quorum is a majority of
 	// this list, whoever gossip currently sees. A node whose name is not in
 	// the list is an observer: it follows and never votes or campaigns.
+	// The list only bootstraps a node whose HardState holds no
+	// configuration; a persisted configuration wins over it (see
+	// docs/voters.md).
 	Voters []string
 	// ElectionTimeout is the minimum election timeout. A follower that hears
 	// no leader campaigns after a random timeout in [ElectionTimeout,
@@ -65,6 +68,13 @@ type Unsafe struct {
 	// IgnoreLease makes voters grant votes while they still hear a live
 	// leader, so a new leader can be elected while the old lease runs.
 	IgnoreLease bool
+	// VoteForOlderConfig makes voters grant (pre-)votes to candidates whose
+	// configuration is older than their own (no up-to-date check).
+	VoteForOlderConfig bool
+	// ChangeBeforeInheritedCommit makes a new leader treat the
+	// configuration it inherited as committed and accept a change at once,
+	// without first committing it in its own term (Raft's 2015 bug).
+	ChangeBeforeInheritedCommit bool
 }
 
 // validate reports every problem with c at once.
@@ -90,7 +100,7 @@ func (c Config) validate() error {
 	if c.Rand == nil {
 		errs = append(errs, errors.New("rand must be set"))
 	}
-	if len(c.Voters) == 0 {
+	if len(c.Voters) == 0 && c.HardState.Config.IsZero() {
 		errs = append(errs, errors.New("at least one voter must be configured"))
 	}
 	seenVoter := make(map[string]bool, len(c.Voters))

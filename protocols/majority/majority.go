@@ -25,6 +25,7 @@
 package majority
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -34,6 +35,14 @@ import (
 
 // contextTransfer marks a MsgVote sent on a leader's TimeoutNow order.
 const contextTransfer = 1
+
+// contextBootstrap is set in the Context of (pre-)vote requests sent at
+// configuration index 0, with the round number in the low bits; responses
+// echo it so that the bootstrap check counts only this round's answers.
+const contextBootstrap = 1 << 63
+
+// maxProblems bounds the conflicts a node remembers.
+const maxProblems = 16
 
 // roundHistory is how many recent heartbeat rounds a leader remembers the
 // send time of. Older rounds cannot extend a lease that is still running.
@@ -50,10 +59,15 @@ const (
 
 // Node is one member's majority election. It implements protocols.Protocol.
 type Node struct {
-	cfg    Config
-	id     protocols.ID
-	log    protocols.Logger
-	voters map[string]bool
+	cfg Config
+	id  protocols.ID
+	log protocols.Logger
+	// conf is the newest configuration this node has (it is persisted with
+	// the hard state before anything that depends on it is sent); voters
+	// is its voter set. committed is the newest one known to be committed.
+	conf      protocols.Configuration
+	committed protocols.Configuration
+	voters    map[string]bool
 	// isVoter is false for observers.
 	isVoter bool
 	// members maps ids to what we know of them; down records MemberDown,
@@ -77,6 +91,12 @@ type Node struct {
 	campaignTime protocols.Time
 	granted      map[string]bool
 	rejected     map[string]bool
+	// At configuration index 0: the members that answered this round
+	// (bootCtx) of (pre-)vote requests.
+	replied map[protocols.ID]bool
+	bootCtx uint64
+	// problems are the configuration conflicts met, oldest first.
+	problems []string
 
 	// Leader state.
 	round          uint64
@@ -91,6 +111,9 @@ type Node struct {
 	transferUntil  protocols.Time
 	confirmTerm    uint64
 	roundScratch   []uint64
+	// confAcked is the configuration each member last acknowledged having
+	// persisted.
+	confAcked map[string]protocols.Configuration
 
 	out protocols.Outbox
 }
@@ -117,6 +140,8 @@ func New(cfg Config) (*Node, error) {
 		lastHeard:  make(map[string]protocols.Time),
 		granted:    make(map[string]bool),
 		rejected:   make(map[string]bool),
+		replied:    make(map[protocols.ID]bool),
+		confAcked:  make(map[string]protocols.Configuration),
 	}
 	// The first Ready announces the starting role: watchers learn it even
 	// when nothing else happens.
@@ -129,22 +154,95 @@ func New(cfg Config) (*Node, error) {
 		// from an older format, and the term must not go back from it.
 		n.term = cfg.HardState.Epoch
 	}
-	for _, v := range cfg.Voters {
-		n.voters[v] = true
-	}
 	for _, m := range cfg.Members {
 		n.members[m.ID] = m
 	}
-	n.isVoter = n.voters[n.members[n.id].Name]
+	conf, err := bootConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("majority: %w", err)
+	}
+	if file, ferr := protocols.NewConfiguration(0, 0, cfg.Voters); !cfg.HardState.Config.IsZero() && ferr == nil && file.Voters != conf.Voters {
+		n.log.Infow("ignoring the configured voters: the data directory holds a configuration",
+			"configured", file.Voters, "persisted", conf.String())
+	}
+	n.setConf(conf)
+	if cfg.HardState.ConfigCommitted {
+		n.committed = conf
+	}
 	now := cfg.Now
-	if n.soleVoter() {
-		// Nobody else can hold a lease: campaign at once.
+	if n.soleVoter() && (n.conf.Index == 0 || n.committed == n.conf) {
+		// Nobody else can hold a lease: campaign at once. Not while the
+		// configuration that made us the sole voter may be uncommitted: a
+		// leader that removed itself may still hold a lease on our ack.
 		n.electionDeadline = now
 	} else {
 		n.voteBlockUntil = now.Add(cfg.ElectionTimeout)
 		n.resetElectionTimer(now)
 	}
 	return n, nil
+}
+
+// bootConfig chooses the configuration a node starts with: the persisted
+// one; else, for a fresh node, the configured list at index 0 (not yet
+// replicated); else — state written before configurations were replicated,
+// so a cluster already formed — the configured list at index 1, which ranks
+// above every bootstrap list and lets differing lists be caught as
+// conflicts.
+func bootConfig(cfg Config) (protocols.Configuration, error) {
+	switch {
+	case !cfg.HardState.Config.IsZero():
+		return cfg.HardState.Config, nil
+	case cfg.HardState.IsZero():
+		return protocols.NewConfiguration(0, 0, cfg.Voters)
+	default:
+		return protocols.NewConfiguration(0, 1, cfg.Voters)
+	}
+}
+
+// setConf makes c the configuration in use.
+func (n *Node) setConf(c protocols.Configuration) {
+	n.conf = c
+	clear(n.voters)
+	for _, v := range c.VoterList() {
+		n.voters[v] = true
+	}
+	n.isVoter = n.voters[n.members[n.id].Name]
+}
+
+// problem records a configuration conflict (deduplicated, bounded).
+func (n *Node) problem(line string) {
+	if slices.Contains(n.problems, line) {
+		return
+	}
+	n.log.Infow("configuration conflict", "problem", line)
+	if len(n.problems) == maxProblems {
+		n.problems = slices.Delete(n.problems, 0, 1)
+	}
+	n.problems = append(n.problems, line)
+}
+
+// Problems implements protocols.VoterChanger.
+func (n *Node) Problems() []string { return slices.Clone(n.problems) }
+
+// mayCampaign reports whether this node may stand for election: a voter,
+// or a voter of the newest configuration it knows committed whose newer,
+// uncommitted one removes it. The latter is Raft's rule too: a leader that
+// removed itself may be the only node holding the new configuration, and
+// if it could not campaign (its new majority refusing older candidates)
+// nobody could be elected. Its own vote does not count; it gathers a
+// majority of the new configuration, leads until that is committed, then
+// steps down. A node that restarted does not know what was committed (unless
+// its state record says its configuration was), so it may campaign too
+// until a leader tells it; an observer that has heard one does not.
+func (n *Node) mayCampaign() bool {
+	return n.isVoter || (n.conf != n.committed && n.conf.Index != 0 &&
+		(n.committed.IsZero() || n.committed.Has(n.name(n.id))))
+}
+
+// observer reports whether this node is, and may only be, a follower
+// without a vote.
+func (n *Node) observer() bool {
+	return !n.isVoter && n.state == stateFollower && !n.mayCampaign()
 }
 
 func (n *Node) soleVoter() bool {
@@ -194,6 +292,7 @@ func (n *Node) send(m protocols.Message) {
 	if m.Term == 0 {
 		m.Term = n.term
 	}
+	m.ConfigTerm, m.ConfigIndex, m.Voters = n.conf.Term, n.conf.Index, n.conf.Voters
 	n.out.Send(m)
 }
 
@@ -235,11 +334,85 @@ func (n *Node) becomePreCandidate(now protocols.Time) {
 	n.resetElectionTimer(now)
 	n.log.Debugw("pre-campaign", "term", n.term+1)
 	n.granted[n.voterName(n.id)] = true
+	ctx := n.newBootRound()
 	if n.won() {
 		n.campaign(now, false)
 		return
 	}
-	n.broadcast(protocols.Message{Kind: protocols.MsgPreVote, Term: n.term + 1}, true)
+	n.broadcast(protocols.Message{Kind: protocols.MsgPreVote, Term: n.term + 1, Context: ctx}, ctx == 0)
+}
+
+// newBootRound starts a round of the bootstrap check when the
+// configuration is at index 0, and returns its Context (0 otherwise).
+func (n *Node) newBootRound() uint64 {
+	clear(n.replied)
+	if n.conf.Index != 0 {
+		n.bootCtx = 0
+		return 0
+	}
+	n.bootCtx = contextBootstrap | (n.bootCtx+1)&^contextBootstrap
+	return n.bootCtx
+}
+
+// bootstrapClear reports whether, at index 0, every known member that
+// gossip does not report dead answered this round (see docs/voters.md: a
+// bootstrap list must not win while a member that may hold a conflicting
+// one is silent).
+func (n *Node) bootstrapClear() bool {
+	if n.conf.Index != 0 {
+		return true
+	}
+	for id := range n.members {
+		if id != n.id && !n.replied[id] && !n.down[id] {
+			return false
+		}
+	}
+	return true
+}
+
+// outranks reports whether configuration a must win over b: a newer
+// version, or at the same version a different list that ranks above
+// (longer, then lexicographically larger).
+func outranks(a, b protocols.Configuration) bool {
+	if c := a.Compare(b); c != 0 {
+		return c > 0
+	}
+	if a.Voters == b.Voters {
+		return false
+	}
+	if la, lb := a.Len(), b.Len(); la != lb {
+		return la > lb
+	}
+	return a.Voters > b.Voters
+}
+
+// noteBootstrapReply counts m, a response, towards the bootstrap check; it
+// stands the candidate down when m carries a configuration that outranks
+// its own, and reports whether it did.
+func (n *Node) noteBootstrapReply(now protocols.Time, m protocols.Message) bool {
+	if n.bootCtx == 0 || m.Context != n.bootCtx || n.conf.Index != 0 ||
+		(n.state != statePreCandidate && n.state != stateCandidate) ||
+		(m.Kind != protocols.MsgPreVoteResp && m.Kind != protocols.MsgVoteResp) {
+		return false
+	}
+	n.replied[m.From] = true
+	if mc := m.Config(); mc.Voters != "" && (mc.Voters != n.conf.Voters || mc.Compare(n.conf) != 0) {
+		if mc.Compare(n.conf) == 0 {
+			n.problem(fmt.Sprintf("%s has voters [%s] where this node has [%s], both at index %d", n.name(m.From), mc.Voters, n.conf.Voters, mc.Index))
+		}
+		if outranks(mc, n.conf) {
+			n.log.Infow("standing down: a member holds a configuration that outranks ours", "member", n.name(m.From), "theirs", mc.String(), "ours", n.conf.String())
+			n.becomeFollower(now, n.term, protocols.None)
+			return true
+		}
+	}
+	if m.Term < n.term {
+		// Step drops answers of an older term before the tally, but this
+		// one may be the last the check waited for.
+		n.tally(now, n.state)
+		return true
+	}
+	return false
 }
 
 // campaign raises the term and asks for votes; transfer marks a campaign
@@ -260,16 +433,17 @@ func (n *Node) campaign(now protocols.Time, transfer bool) {
 	n.resetElectionTimer(now)
 	n.log.Infow("campaign", "term", n.term, "transfer", transfer)
 	n.granted[n.voterName(n.id)] = true
+	ctx := n.newBootRound()
 	if n.won() {
 		n.becomeLeader(now)
 		return
 	}
-	m := protocols.Message{Kind: protocols.MsgVote}
+	m := protocols.Message{Kind: protocols.MsgVote, Context: ctx}
 	if transfer {
 		m.Context = contextTransfer
 		m.Leader = oldLeader
 	}
-	n.broadcast(m, true)
+	n.broadcast(m, ctx == 0)
 }
 
 // atCeiling reports, and logs, that the next term would pass
@@ -284,6 +458,9 @@ func (n *Node) atCeiling(now protocols.Time) bool {
 }
 
 func (n *Node) won() bool {
+	if !n.bootstrapClear() {
+		return false
+	}
 	count := 0
 	for v, ok := range n.granted {
 		if ok && n.voters[v] {
@@ -311,8 +488,46 @@ func (n *Node) becomeLeader(now protocols.Time) {
 		n.lastHeard[v] = now
 	}
 	n.checkQuorumDue = now.Add(n.cfg.ElectionTimeout)
-	n.log.Infow("became leader", "term", n.term)
+	n.log.Infow("became leader", "term", n.term, "config", n.conf.String())
+	clear(n.confAcked)
+	if n.cfg.Unsafe.ChangeBeforeInheritedCommit && n.conf.Index != 0 {
+		n.committed = n.conf
+	} else {
+		// Commit what we inherited, in our own term, before any change:
+		// an older uncommitted configuration of an earlier term is then
+		// outranked on a majority and can never win an election.
+		n.propose(protocols.Configuration{Term: n.term, Index: n.conf.Index + 1, Voters: n.conf.Voters})
+	}
 	n.heartbeat(now)
+}
+
+// propose makes c the leader's configuration; it is committed once a
+// majority of c's voters acknowledged having persisted it.
+func (n *Node) propose(c protocols.Configuration) {
+	n.log.Infow("proposing configuration", "config", c.String(), "from", n.conf.String())
+	n.setConf(c)
+	n.maybeCommit()
+}
+
+// maybeCommit marks the leader's configuration committed once a majority
+// of its voters persisted it; the leader counts itself only if it is one
+// of them (its own persist precedes every message that carries it). A
+// leader that is not a voter of a committed configuration steps down.
+func (n *Node) maybeCommit() {
+	if n.state != stateLeader || n.committed == n.conf {
+		return
+	}
+	count := 0
+	for v := range n.voters {
+		if (n.isVoter && v == n.name(n.id)) || n.confAcked[v] == n.conf {
+			count++
+		}
+	}
+	if count < len(n.voters)/2+1 {
+		return
+	}
+	n.committed = n.conf
+	n.log.Infow("configuration committed", "config", n.conf.String())
 }
 
 // leaseFrom is the end of the lease confirmed by a quorum that heard us at
@@ -332,7 +547,7 @@ func (n *Node) heartbeat(now protocols.Time) {
 	// The leader refuses other candidates like any voter that hears it.
 	n.voteBlockUntil = now.Add(n.cfg.ElectionTimeout)
 	n.heartbeatDue = now.Add(n.cfg.HeartbeatInterval)
-	n.broadcast(protocols.Message{Kind: protocols.MsgHeartbeat, Leader: n.id, Epoch: n.term, Context: n.round}, false)
+	n.broadcast(protocols.Message{Kind: protocols.MsgHeartbeat, Leader: n.id, Epoch: n.term, Context: n.round, Commit: n.committed.Index}, false)
 	n.updateLease()
 }
 
@@ -383,7 +598,7 @@ func (n *Node) Tick(now protocols.Time) {
 			n.heartbeat(now)
 		}
 	default:
-		if n.isVoter && now >= n.electionDeadline && now >= n.voteBlockUntil {
+		if n.mayCampaign() && now >= n.electionDeadline && now >= n.voteBlockUntil {
 			if n.cfg.PreVote {
 				n.becomePreCandidate(now)
 			} else {
@@ -418,7 +633,7 @@ func (n *Node) NextDeadline(now protocols.Time) (protocols.Time, bool) {
 			arm(n.leaseUntil)
 		}
 	default:
-		if n.isVoter {
+		if n.mayCampaign() {
 			arm(max(n.electionDeadline, n.voteBlockUntil))
 		}
 	}
@@ -462,6 +677,10 @@ func (n *Node) Step(now protocols.Time, m protocols.Message) error {
 		return fmt.Errorf("majority: %w", protocols.BeyondCeiling("term", m, m.Term, n.term))
 	}
 
+	if n.noteBootstrapReply(now, m) {
+		return nil
+	}
+
 	// Decide before any term change whether this is the transfer campaign
 	// our own leader ordered: stepping up to its term forgets the leader.
 	transfer := n.isTransferVote(m)
@@ -493,7 +712,12 @@ func (n *Node) Step(now protocols.Time, m protocols.Message) error {
 			// Tell a stale leader about the newer term so it steps down.
 			n.send(protocols.Message{Kind: protocols.MsgHeartbeatResp, To: m.From, Context: m.Context})
 		case protocols.MsgPreVote:
-			n.send(protocols.Message{Kind: protocols.MsgPreVoteResp, To: m.From, Reject: true})
+			n.send(protocols.Message{Kind: protocols.MsgPreVoteResp, To: m.From, Reject: true, Context: m.Context})
+		case protocols.MsgVote:
+			if m.Context&contextBootstrap != 0 {
+				// A bootstrap check needs every member's answer.
+				n.send(protocols.Message{Kind: protocols.MsgVoteResp, To: m.From, Reject: true, Context: m.Context})
+			}
 		}
 		return nil
 	}
@@ -512,7 +736,7 @@ func (n *Node) Step(now protocols.Time, m protocols.Message) error {
 	case protocols.MsgVoteResp:
 		n.handleVoteResp(now, m, stateCandidate)
 	case protocols.MsgTimeoutNow:
-		if n.isVoter && m.From == n.leader && n.state == stateFollower {
+		if n.mayCampaign() && m.From == n.leader && n.state == stateFollower {
 			n.log.Infow("leadership transfer received", "from", m.From)
 			n.campaign(now, true)
 		}
@@ -542,12 +766,34 @@ func (n *Node) handleHeartbeat(now protocols.Time, m protocols.Message) {
 	n.leader = m.From
 	n.voteBlockUntil = now.Add(n.cfg.ElectionTimeout)
 	n.resetElectionTimer(now)
+	if mc := m.Config(); mc.Voters != "" {
+		switch c := mc.Compare(n.conf); {
+		case c > 0:
+			n.log.Infow("adopting the leader's configuration", "config", mc.String(), "was", n.conf.String())
+			n.setConf(mc)
+		case c == 0 && mc.Voters != n.conf.Voters:
+			n.problem(fmt.Sprintf("leader %s has voters [%s] where this node has [%s], both at index %d", n.name(m.From), mc.Voters, n.conf.Voters, mc.Index))
+		}
+		if m.Commit == n.conf.Index && mc == n.conf {
+			n.committed = n.conf
+		}
+	}
 	n.send(protocols.Message{Kind: protocols.MsgHeartbeatResp, To: m.From, Context: m.Context})
 }
 
 func (n *Node) handleHeartbeatResp(now protocols.Time, m protocols.Message) {
 	if n.state != stateLeader {
 		return
+	}
+	name := n.name(m.From)
+	if mc := m.Config(); mc.Voters != "" {
+		n.confAcked[name] = mc
+		n.lastHeard[name] = now
+		if n.maybeCommit(); n.committed == n.conf && !n.isVoter {
+			n.log.Infow("stepping down: this node's removal is committed", "config", n.conf.String())
+			n.becomeFollower(now, n.term, protocols.None)
+			return
+		}
 	}
 	v := n.voterName(m.From)
 	if v == "" {
@@ -563,19 +809,57 @@ func (n *Node) handleHeartbeatResp(now protocols.Time, m protocols.Message) {
 }
 
 func (n *Node) handlePreVote(now protocols.Time, m protocols.Message) {
-	grant := n.isVoter && n.voterName(m.From) != "" && m.Term > n.term && !n.leaseHolds(now)
+	grant := n.mayVoteFor(m) && m.Term > n.term && !n.leaseHolds(now) && n.upToDate(m)
 	if !grant {
 		// Answer with our own term: a rejection must not push the
 		// candidate's term up, or PreVote would disrupt after all.
-		n.send(protocols.Message{Kind: protocols.MsgPreVoteResp, To: m.From, Reject: true})
+		n.send(protocols.Message{Kind: protocols.MsgPreVoteResp, To: m.From, Reject: true, Context: m.Context})
 		return
 	}
-	n.send(protocols.Message{Kind: protocols.MsgPreVoteResp, To: m.From, Term: m.Term})
+	n.send(protocols.Message{Kind: protocols.MsgPreVoteResp, To: m.From, Term: m.Term, Context: m.Context})
+}
+
+// mayVoteFor reports whether this node may answer request m with a vote:
+// it must be a voter of its own configuration or of the candidate's (which
+// upToDate then requires to be at least as new). The candidate counts
+// votes against its own configuration, and every node votes once per term,
+// so who the candidate is does not matter (Raft does not check it either;
+// see mayCampaign). As in Raft, a node that has not yet persisted the
+// configuration that adds it still votes for a candidate that has: without
+// that, a leader that added a member and lost its lease before the member
+// heard of it could never be elected again (the new set needs the new
+// member's vote). A message without a configuration (an older peer) is
+// judged by ours.
+func (n *Node) mayVoteFor(m protocols.Message) bool {
+	mc := m.Config()
+	if mc.Voters == "" {
+		return n.isVoter && n.voterName(m.From) != ""
+	}
+	return n.isVoter || mc.Has(n.name(n.id))
+}
+
+// upToDate reports whether the candidate of request m holds a
+// configuration at least as new as ours — the analogue of Raft's log
+// up-to-date check — and not a different list at the same version. A
+// request without a configuration (an older peer) passes.
+func (n *Node) upToDate(m protocols.Message) bool {
+	mc := m.Config()
+	if mc.Voters == "" || n.cfg.Unsafe.VoteForOlderConfig {
+		return true
+	}
+	switch c := mc.Compare(n.conf); {
+	case c < 0:
+		return false
+	case c == 0 && mc.Voters != n.conf.Voters:
+		n.problem(fmt.Sprintf("%s has voters [%s] where this node has [%s], both at index %d", n.name(m.From), mc.Voters, n.conf.Voters, mc.Index))
+		return false
+	}
+	return true
 }
 
 func (n *Node) handleVote(now protocols.Time, m protocols.Message, transfer bool) {
 	already := n.vote == m.From
-	grant := n.isVoter && n.voterName(m.From) != "" &&
+	grant := n.mayVoteFor(m) && n.upToDate(m) &&
 		(already || (n.vote == protocols.None && (transfer || !n.leaseHolds(now))))
 	if grant {
 		if n.state == statePreCandidate {
@@ -586,7 +870,7 @@ func (n *Node) handleVote(now protocols.Time, m protocols.Message, transfer bool
 		n.voteBlockUntil = now.Add(n.cfg.ElectionTimeout)
 		n.resetElectionTimer(now)
 	}
-	n.send(protocols.Message{Kind: protocols.MsgVoteResp, To: m.From, Reject: !grant})
+	n.send(protocols.Message{Kind: protocols.MsgVoteResp, To: m.From, Reject: !grant, Context: m.Context})
 }
 
 func (n *Node) handleVoteResp(now protocols.Time, m protocols.Message, want state) {
@@ -600,14 +884,21 @@ func (n *Node) handleVoteResp(now protocols.Time, m protocols.Message, want stat
 		}
 	}
 	v := n.voterName(m.From)
-	if v == "" {
+	switch {
+	case v == "" && n.conf.Index != 0:
 		return
-	}
-	if m.Reject {
+	case v == "":
+		// A non-voter's answer still counts for the bootstrap check.
+	case m.Reject:
 		n.rejected[v] = true
-	} else {
+	default:
 		n.granted[v] = true
 	}
+	n.tally(now, want)
+}
+
+// tally acts on the answers counted so far in the current (pre-)campaign.
+func (n *Node) tally(now protocols.Time, want state) {
 	switch {
 	case n.won() && want == statePreCandidate:
 		if n.leaseHolds(now) {
@@ -661,7 +952,7 @@ func (n *Node) Suspect(now protocols.Time, id protocols.ID, suspected bool) {
 }
 
 func (n *Node) onSuspect(now protocols.Time, id protocols.ID) {
-	if n.state != stateFollower || id != n.leader || !n.isVoter {
+	if n.state != stateFollower || id != n.leader || !n.mayCampaign() {
 		return
 	}
 	// Spread the candidates so that they rarely split the vote.
@@ -704,7 +995,7 @@ func (n *Node) Resign(now protocols.Time) error {
 // Status reports leadership at now. A leader whose lease ran out, or that
 // is handing over, reports no leader at all rather than itself.
 func (n *Node) Status(now protocols.Time) protocols.Status {
-	st := protocols.Status{Epoch: n.term, Term: n.term}
+	st := protocols.Status{Epoch: n.term, Term: n.term, Config: n.conf, Committed: n.committed}
 	switch n.state {
 	case stateLeader:
 		// Without a lease we cannot vouch for anyone, ourselves included.
@@ -718,7 +1009,7 @@ func (n *Node) Status(now protocols.Time) protocols.Status {
 		st.Role = protocols.Follower
 		st.Leader = n.leader
 	}
-	if !n.isVoter {
+	if n.observer() {
 		st.Role = protocols.Observer
 	}
 	if st.Leader != protocols.None {
@@ -728,7 +1019,8 @@ func (n *Node) Status(now protocols.Time) protocols.Status {
 }
 
 func (n *Node) hardState() protocols.HardState {
-	hs := protocols.HardState{Term: n.term, Vote: n.vote, Epoch: n.term}
+	hs := protocols.HardState{Term: n.term, Vote: n.vote, Epoch: n.term, Config: n.conf,
+		ConfigCommitted: n.conf == n.committed && n.conf.Index != 0}
 	if n.cfg.Unsafe.VoteNotPersisted {
 		hs.Vote = n.out.Persisted().Vote
 		if n.out.Persisted().Term != n.term {
@@ -746,7 +1038,7 @@ func (n *Node) softState() protocols.SoftState {
 	case stateCandidate, statePreCandidate:
 		ss.Role = protocols.Candidate
 	}
-	if !n.isVoter {
+	if n.observer() {
 		ss.Role = protocols.Observer
 	}
 	return ss
@@ -789,4 +1081,71 @@ func (n *Node) Confirmed(token uint64) bool {
 		}
 	}
 	return acked >= n.quorum()
+}
+
+var _ protocols.VoterChanger = (*Node)(nil)
+
+// ChangeVoters implements protocols.VoterChanger: the leader proposes its
+// configuration with one voter added or removed (docs/voters.md). It
+// refuses while the previous configuration — including the one inherited
+// at election, which the leader commits first in its own term — is not
+// committed, and when fewer voters of the new set than its majority have
+// answered within an election timeout.
+func (n *Node) ChangeVoters(now protocols.Time, c protocols.VoterChange) error {
+	if n.state != stateLeader || n.transferTo != protocols.None || now >= n.leaseUntil {
+		return fmt.Errorf("majority: change voters: %w", protocols.ErrNotLeader)
+	}
+	if n.committed != n.conf {
+		return fmt.Errorf("majority: change voters: configuration %s is not committed yet: %w", n.conf, protocols.ErrChangeInFlight)
+	}
+	if (c.Add == "") == (c.Remove == "") {
+		return errors.New("majority: change voters: name exactly one voter to add or to remove")
+	}
+	vs := n.conf.VoterList()
+	switch {
+	case c.Add != "":
+		if n.voters[c.Add] {
+			return fmt.Errorf("majority: add %q: already a voter: %w", c.Add, protocols.ErrUnknownMember)
+		}
+		if !n.knownName(c.Add) {
+			return fmt.Errorf("majority: add %q: no such member: %w", c.Add, protocols.ErrUnknownMember)
+		}
+		vs = append(vs, c.Add)
+	default:
+		if !n.voters[c.Remove] {
+			return fmt.Errorf("majority: remove %q: not a voter: %w", c.Remove, protocols.ErrUnknownMember)
+		}
+		if len(vs) == 1 {
+			return fmt.Errorf("majority: remove %q: the last voter: %w", c.Remove, protocols.ErrWouldLoseQuorum)
+		}
+		vs = slices.DeleteFunc(vs, func(v string) bool { return v == c.Remove })
+	}
+	next, err := protocols.NewConfiguration(n.term, n.conf.Index+1, vs)
+	if err != nil {
+		return fmt.Errorf("majority: change voters: %w", err)
+	}
+	since := now.Add(-n.cfg.ElectionTimeout)
+	live := 0
+	for _, v := range vs {
+		if t, ok := n.lastHeard[v]; (v == n.name(n.id)) || (ok && t >= since) {
+			live++
+		}
+	}
+	if need := len(vs)/2 + 1; live < need {
+		return fmt.Errorf("majority: change voters to [%s]: %d of them answered within %v, %d needed: %w",
+			next.Voters, live, n.cfg.ElectionTimeout, need, protocols.ErrWouldLoseQuorum)
+	}
+	n.propose(next)
+	// Spread it now rather than at the next heartbeat.
+	n.heartbeat(now)
+	return nil
+}
+
+func (n *Node) knownName(name string) bool {
+	for _, m := range n.members {
+		if m.Name == name {
+			return true
+		}
+	}
+	return false
 }

@@ -80,10 +80,17 @@ func TestQuorumCountsConfiguredVotersNotTheGossipView(t *testing.T) {
 			cfg := baseConfig()
 			cfg.Unsafe.QuorumOfGossipView = unsafe
 			tn := newTestNet(3, 0, 1, cfg)
+			// A formed cluster (configuration index ≥ 1): a fresh one
+			// would also need every member's answer to bootstrap.
+			if l, _ := tn.runUntilLeader(10 * time.Second); l == protocols.None {
+				t.Fatal("no leader")
+			}
+			tn.run(time.Second)
 			tn.crash(2)
 			tn.crash(3)
 			tn.nodes[1].MemberDown(tn.now, 2)
 			tn.nodes[1].MemberDown(tn.now, 3)
+			tn.run(5 * time.Second) // n1 steps down if it led (check-quorum)
 			l, _ := tn.runUntilLeader(10 * time.Second)
 			if unsafe && l != 1 {
 				t.Fatalf("the broken variant should elect n1 alone; got leader %d", l)

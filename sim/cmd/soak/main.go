@@ -5,6 +5,7 @@
 //
 //	go run ./sim/cmd/soak -protocol majority -schedules 200000 -seed 1 -workers 2
 //	go run ./sim/cmd/soak -protocol majority -replay SEED   # full trace of one schedule
+//	go run ./sim/cmd/soak -protocol majority -voters -schedules 200000   # with voter changes
 //
 // It exits with status 1 when any schedule violated an invariant.
 package main
@@ -39,6 +40,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	faults := fs.String("faults", "", "comma-separated fault kinds to schedule (default all): "+faultNames())
 	replay := fs.Uint64("replay", 0, "run only this schedule seed and print its full trace")
 	verbose := fs.Bool("v", false, "print every violation's full report")
+	voters := fs.Bool("voters", false, "majority: add voter changes to the faults (three times as often as each other kind) with -observers nodes starting as observers")
+	observers := fs.Int("observers", 2, "with -voters: nodes that start as observers")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -48,6 +51,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	o.Nodes = *nodes
+	if *voters {
+		// As sim's TestMajorityVoterChangeSchedules.
+		o.Faults = append(sim.VoterFaults(), sim.FaultVoterChange, sim.FaultVoterChange)
+		o.Observers = *observers
+	}
 	if *faults != "" {
 		if o.Faults, err = parseFaults(*faults); err != nil {
 			fmt.Fprintln(stderr, err)
@@ -95,7 +103,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func faultNames() string {
 	var names []string
-	for _, k := range sim.ScheduledFaults() {
+	for _, k := range sim.VoterFaults() {
 		names = append(names, k.String())
 	}
 	return strings.Join(names, ", ")
@@ -105,11 +113,11 @@ func parseFaults(s string) ([]sim.FaultKind, error) {
 	var out []sim.FaultKind
 	for _, name := range strings.Split(s, ",") {
 		name = strings.TrimSpace(name)
-		i := slices.IndexFunc(sim.ScheduledFaults(), func(k sim.FaultKind) bool { return k.String() == name })
+		i := slices.IndexFunc(sim.VoterFaults(), func(k sim.FaultKind) bool { return k.String() == name })
 		if i < 0 {
 			return nil, fmt.Errorf("soak: unknown fault %q (have %s)", name, faultNames())
 		}
-		out = append(out, sim.ScheduledFaults()[i])
+		out = append(out, sim.VoterFaults()[i])
 	}
 	return out, nil
 }

@@ -22,6 +22,17 @@ func TestSoakPrintsFigures(t *testing.T) {
 	}
 }
 
+func TestSoakVoters(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run([]string{"-protocol", "majority", "-voters", "-schedules", "20", "-seed", "3", "-workers", "2"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	if !strings.Contains(out.String(), "voter-change:") || strings.Contains(out.String(), "voter-change:   0\n") {
+		t.Errorf("-voters made no voter change:\n%s", out.String())
+	}
+}
+
 // TestSoakReplay replays one seed twice: the full trace must be identical,
 // and a violation (this seed exposes the known majority transfer bug) must
 // exit 1 with the seed and invariant in the report.

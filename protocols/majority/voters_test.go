@@ -1,0 +1,211 @@
+package majority
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/conclave-agent/conclave/protocols"
+)
+
+// formed runs a 3-voter, 2-observer cluster until its leader has committed
+// the configuration it inherited.
+func formed(t *testing.T) (*testNet, protocols.ID) {
+	t.Helper()
+	tn := newTestNet(3, 2, 1, baseConfig())
+	l, _ := tn.runUntilLeader(10 * time.Second)
+	if l == protocols.None {
+		t.Fatal("no leader")
+	}
+	tn.run(time.Second)
+	st := tn.nodes[l].Status(tn.now)
+	if st.Committed != st.Config || st.Config.Index != 1 || st.Config.Term != st.Term {
+		t.Fatalf("leader's configuration after election: %+v, want index 1 of its term, committed", st)
+	}
+	return tn, l
+}
+
+func change(tn *testNet, l protocols.ID, c protocols.VoterChange) error {
+	err := tn.nodes[l].ChangeVoters(tn.now, c)
+	tn.drain(l)
+	return err
+}
+
+func TestChangeVotersAddAndRemove(t *testing.T) {
+	tn, l := formed(t)
+	if err := change(tn, l, protocols.VoterChange{Add: "o4"}); err != nil {
+		t.Fatal(err)
+	}
+	// One change at a time.
+	if err := change(tn, l, protocols.VoterChange{Add: "o5"}); !errors.Is(err, protocols.ErrChangeInFlight) {
+		t.Fatalf("second change in flight: %v, want ErrChangeInFlight", err)
+	}
+	tn.run(time.Second)
+	for id, n := range tn.nodes {
+		st := n.Status(tn.now)
+		if st.Config.Voters != "n1,n2,n3,o4" || st.Committed != st.Config {
+			t.Errorf("n%d: config %v committed %v", id, st.Config, st.Committed)
+		}
+		if tn.disk[id].Config != st.Config {
+			t.Errorf("n%d: persisted %v, holds %v", id, tn.disk[id].Config, st.Config)
+		}
+	}
+	if st := tn.nodes[4].Status(tn.now); st.Role != protocols.Follower {
+		t.Errorf("promoted o4 is %v, want follower", st.Role)
+	}
+	victim := protocols.ID(1)
+	if l == 1 {
+		victim = 2
+	}
+	if err := change(tn, l, protocols.VoterChange{Remove: tn.nodes[victim].name(victim)}); err != nil {
+		t.Fatal(err)
+	}
+	tn.run(time.Second)
+	if st := tn.nodes[victim].Status(tn.now); st.Role != protocols.Observer || st.Leader != l {
+		t.Errorf("removed voter: %+v, want an observer following n%d", st, l)
+	}
+	// The persisted configuration wins over the configured list.
+	tn.crash(victim)
+	tn.start(victim)
+	if st := tn.nodes[victim].Status(tn.now); st.Role != protocols.Observer || st.Config.Has(tn.nodes[victim].name(victim)) {
+		t.Errorf("restarted removed voter: %+v", st)
+	}
+}
+
+func TestChangeVotersRefusals(t *testing.T) {
+	tn, l := formed(t)
+	follower := protocols.ID(1)
+	if l == 1 {
+		follower = 2
+	}
+	cases := []struct {
+		on   protocols.ID
+		c    protocols.VoterChange
+		want error
+	}{
+		{follower, protocols.VoterChange{Add: "o4"}, protocols.ErrNotLeader},
+		{l, protocols.VoterChange{Add: "nobody"}, protocols.ErrUnknownMember},
+		{l, protocols.VoterChange{Add: "n1"}, protocols.ErrUnknownMember},
+		{l, protocols.VoterChange{Remove: "o4"}, protocols.ErrUnknownMember},
+	}
+	for _, c := range cases {
+		if err := change(tn, c.on, c.c); !errors.Is(err, c.want) {
+			t.Errorf("n%d %+v: %v, want %v", c.on, c.c, err, c.want)
+		}
+	}
+	if err := change(tn, l, protocols.VoterChange{Add: "o4", Remove: "n1"}); err == nil {
+		t.Error("a change of two voters at once was accepted")
+	}
+	// With one other voter and o4 crashed, adding o4 would need 3 of 4
+	// voters of which 2 answer.
+	tn.crash(4)
+	tn.crash(follower)
+	tn.run(1500 * time.Millisecond)
+	if tn.nodes[l].Status(tn.now).Role != protocols.Leader {
+		t.Fatal("the leader lost its lease with 2 of 3 voters")
+	}
+	if err := change(tn, l, protocols.VoterChange{Add: "o4"}); !errors.Is(err, protocols.ErrWouldLoseQuorum) {
+		t.Errorf("add with 2 of 4 reachable: %v, want ErrWouldLoseQuorum", err)
+	}
+}
+
+func TestRemovedLeaderStepsDownOnceCommitted(t *testing.T) {
+	tn, l := formed(t)
+	if err := change(tn, l, protocols.VoterChange{Remove: tn.nodes[l].name(l)}); err != nil {
+		t.Fatal(err)
+	}
+	tn.run(5 * time.Second)
+	st := tn.nodes[l].Status(tn.now)
+	if st.Role != protocols.Observer || st.Config.Has(tn.nodes[l].name(l)) {
+		t.Fatalf("removed leader: %+v", st)
+	}
+	nl := tn.leader()
+	if nl == protocols.None || nl == l {
+		t.Fatalf("leader after removal: %d", nl)
+	}
+	if got := tn.nodes[nl].Status(tn.now); got.Term <= st.Term-1 || got.Config.Len() != 2 {
+		t.Errorf("new leader %+v", got)
+	}
+}
+
+// TestMismatchedBootstrapLists is the scenario in the pure core:
+// n1 bootstraps with ["n1"], n2 and n3 with all three. n1 must never lead
+// alone while it can hear them; it adopts the cluster's configuration.
+func TestMismatchedBootstrapLists(t *testing.T) {
+	tn := newTestNet(3, 0, 1, baseConfig())
+	c := tn.cfg
+	c.ID, c.Members, c.Now, c.Voters = 1, tn.members, tn.now, []string{"n1"}
+	c.Rand = tn.nodes[1].cfg.Rand
+	n1, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn.nodes[1] = n1
+	tn.drain(1)
+	for range 5 {
+		tn.run(3 * time.Second)
+		tn.isolate(1)
+		tn.run(3 * time.Second)
+		if st := tn.nodes[1].Status(tn.now); st.Role == protocols.Leader && st.Config.Voters == "n1" {
+			t.Fatalf("n1 leads alone with its bootstrap list: %+v", st)
+		}
+		tn.heal()
+	}
+	tn.run(3 * time.Second)
+	st := tn.nodes[1].Status(tn.now)
+	if st.Config.Voters != "n1,n2,n3" || st.Config.Index == 0 {
+		t.Errorf("n1 did not adopt the cluster's configuration: %+v", st)
+	}
+	if len(n1.Problems()) == 0 {
+		t.Error("n1 reports no conflict")
+	}
+}
+
+// A state record from before configurations were replicated bootstraps at
+// index 1, so it is never mistaken for a fresh node.
+func TestUpgradedStateStartsAtIndexOne(t *testing.T) {
+	tn := newTestNet(3, 0, 1, baseConfig())
+	c := tn.cfg
+	c.ID, c.Members, c.Now, c.Rand = 1, tn.members, tn.now, tn.nodes[1].cfg.Rand
+	c.HardState = protocols.HardState{Term: 4, Vote: 2, Epoch: 4}
+	n, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := n.Status(tn.now); st.Config.Index != 1 || st.Config.Term != 0 || st.Config.Voters != "n1,n2,n3" {
+		t.Fatalf("upgraded node's configuration %v", st.Config)
+	}
+}
+
+// A leader that removes itself and is cut off before anyone persisted the
+// change is the only node holding the new configuration; the remaining
+// voter needs its vote, which it refuses to an older configuration. So the
+// removed node must be able to campaign (the simulator's deadlock; Raft's
+// rule): it wins with the remaining voter's vote, commits the change and
+// steps down.
+func TestSelfRemovedLeaderCutOffLeavesAnElectableNode(t *testing.T) {
+	tn := newTestNet(2, 1, 3, baseConfig())
+	l, _ := tn.runUntilLeader(10 * time.Second)
+	if l == protocols.None {
+		t.Fatal("no leader")
+	}
+	tn.run(time.Second)
+	v := 3 - l // the other voter of n1, n2
+	tn.isolate(l)
+	if err := change(tn, l, protocols.VoterChange{Remove: tn.nodes[l].name(l)}); err != nil {
+		t.Fatal(err)
+	}
+	tn.run(5 * time.Second)
+	if got := tn.nodes[v].Status(tn.now).Config.Voters; got != "n1,n2" {
+		t.Fatalf("n%d holds [%s]; the change should not have reached it", v, got)
+	}
+	tn.heal()
+	tn.run(10 * time.Second)
+	st := tn.nodes[v].Status(tn.now)
+	if st.Role != protocols.Leader || st.Config.Voters != tn.nodes[v].name(v) || st.Committed != st.Config {
+		t.Fatalf("remaining voter: %+v, want it leading its own committed configuration", st)
+	}
+	if st := tn.nodes[l].Status(tn.now); st.Role != protocols.Observer {
+		t.Errorf("removed node: %+v, want an observer", st)
+	}
+}
