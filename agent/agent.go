@@ -102,6 +102,7 @@ type Agent struct {
 	lastView  view
 	confirms  []*confirmWait
 	stats     loopStats
+	obs       observers
 
 	requests chan func()
 	loopDone chan struct{}
@@ -222,6 +223,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 	if a.proto, err = newProtocol(cfg, a.self, hs, a.now(), lg.Named("election")); err != nil {
 		return nil, err
 	}
+	a.initObservers()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metricsCollector{a}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -371,6 +373,7 @@ func (a *Agent) loop(ctx context.Context, wake *time.Timer, serveErr <-chan erro
 	}
 	events := a.cluster.Events()
 	inbound := a.tr.Inbound()
+	gossiped := a.gossiped()
 	for {
 		wake.Reset(a.nextWake(a.now()))
 		select {
@@ -382,6 +385,8 @@ func (a *Agent) loop(ctx context.Context, wake *time.Timer, serveErr <-chan erro
 			now := a.now()
 			a.proto.Tick(now)
 			a.checkDetectors(now)
+		case b := <-gossiped:
+			a.learn(b)
 		case m, ok := <-inbound:
 			if !ok {
 				return errors.New("agent: transport closed")
@@ -472,6 +477,9 @@ func (a *Agent) handleReady() error {
 			}
 		}
 		for _, m := range rd.Messages {
+			if !a.fastPath(m) {
+				continue
+			}
 			a.stats.sent[m.Kind]++
 			a.tr.Send(m.To, m)
 		}
@@ -481,6 +489,7 @@ func (a *Agent) handleReady() error {
 		a.proto.Advance(rd)
 	}
 	a.publish()
+	a.announce(a.now())
 	a.checkConfirms()
 	a.storeSnapshot()
 	return nil

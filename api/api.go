@@ -113,6 +113,12 @@ type Status struct {
 	Members int `json:"members"`
 	// Quorum describes the voters (majority).
 	Quorum Quorum `json:"quorum"`
+	// LeaderAgeMS is, on an observer, how many milliseconds old its
+	// knowledge of Leader and Epoch is: observers are not heartbeated by
+	// the leader but learn it by gossip, and report what they learned and
+	// when the leader said it, never more. 0 on voters and candidates,
+	// which hear the leader directly, and while no leader is known.
+	LeaderAgeMS int64 `json:"leader_age_ms"`
 }
 
 // IsLeader reports whether s says this node leads.

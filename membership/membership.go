@@ -73,6 +73,10 @@ type Membership struct {
 
 	stopJoin chan struct{}
 	joinDone sync.WaitGroup
+
+	// broadcasts and gossiped carry Gossip messages (gossip.go).
+	broadcasts *memberlist.TransmitLimitedQueue
+	gossiped   chan []byte
 }
 
 // Start validates cfg, starts memberlist and, when cfg.Join is not empty,
@@ -111,7 +115,9 @@ func Start(cfg Config) (*Membership, error) {
 		events:      newEventQueue(cfg.EventBuffer),
 		members:     make(map[string]Member),
 		stopJoin:    make(chan struct{}),
+		gossiped:    make(chan []byte, gossipBuffer),
 	}
+	m.broadcasts = &memberlist.TransmitLimitedQueue{NumNodes: m.liveCount, RetransmitMult: retransmitMult}
 	d := &delegate{m: m}
 	mc.Delegate = d
 	mc.Events = d
@@ -411,10 +417,12 @@ func (d *delegate) NodeMeta(limit int) []byte {
 	return meta
 }
 
-func (d *delegate) NotifyMsg([]byte)                           {}
-func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
-func (d *delegate) LocalState(join bool) []byte                { return nil }
-func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
+func (d *delegate) NotifyMsg(b []byte) { d.m.notifyMsg(b) }
+func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte {
+	return d.m.broadcasts.GetBroadcasts(overhead, limit)
+}
+func (d *delegate) LocalState(join bool) []byte            { return nil }
+func (d *delegate) MergeRemoteState(buf []byte, join bool) {}
 
 func (d *delegate) NotifyJoin(n *memberlist.Node) { d.m.record(EventAlive, n, StateAlive) }
 
