@@ -130,11 +130,11 @@ func writeReport(dir string, res *results) error {
 
 	if len(res.Cost) > 0 {
 		w("## Cost of an idle agent\n\n")
-		w("A 5-agent majority cluster, no jitter, sampled from `/proc/PID/stat` (user + system CPU) and `/proc/PID/status` (VmRSS at the end) over the window after a %s settle.\n\n", "10 s")
-		w("| settings | window | role | CPU (%% of one core) | RSS |\n|---|---|---|---|---|\n")
+		w("A 5-agent cluster of each protocol, no jitter, sampled from `/proc/PID/stat` (user + system CPU) and `/proc/PID/status` (VmRSS at the end) over the window after a %s settle.\n\n", "10 s")
+		w("| protocol | settings | window | role | CPU (%% of one core) | RSS |\n|---|---|---|---|---|---|\n")
 		for _, c := range res.Cost {
 			for i := range c.CPU {
-				w("| %s | %v | %s | %.2f %% | %.1f MB |\n", c.Profile, c.Duration, c.Roles[i], 100*c.CPU[i], c.RSSMB[i])
+				w("| %s | %s | %v | %s | %.2f %% | %.1f MB |\n", c.Protocol, c.Profile, c.Duration, c.Roles[i], 100*c.CPU[i], c.RSSMB[i])
 			}
 		}
 		w("\n")
@@ -162,6 +162,22 @@ func writeReport(dir string, res *results) error {
 				continue
 			}
 			w("| %d | %d | %s | %v | %d | %.0f | %.2f %% | %.2f %% | %.1f MB |\n", s.N, s.Running, ms(s.FormedIn), s.Duration, s.LeaderChanges, s.ElectionsStarted, 100*s.CPU[0], 100*meanOf(s.CPU[1:]), meanOf(s.RSSMB))
+		}
+		w("\n")
+	}
+
+	if len(res.Fleet) > 0 {
+		w("## Fleet: a daemon on every host\n\n")
+		w("Majority at default settings with a few voters and the rest observers, each agent joining four others. Observers get no heartbeats: the leader announces itself by gossip (docs/benchmarks/analysis.md). *Agree after start* is from the last agent's start to every agent naming one leader that says it leads. CPU is user + system time from `/proc/PID/stat` over the idle window, after 10 s of settling; the machine's 1-minute load average before and after says how much else ran on its 2 cores. Failover: SIGKILL of the leader until the surviving voters agree on a new leader, until every surviving agent does, and the difference (the new epoch reaching the last observer).\n\n")
+		w("| agents | voters | running | agree after start | window | leader CPU | median CPU | median observer CPU | max CPU | median / max RSS | failover: voters agree | every agent agrees | epoch reaches last observer | load before → after |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, f := range res.Fleet {
+			if f.Error != "" {
+				w("| %d | %d | | did not agree: %s | | | | | | | | | | |\n", f.N, f.Voters, f.Error)
+				continue
+			}
+			w("| %d | %d | %d | %s | %v | %.2f %% | %.2f %% | %.2f %% | %.2f %% | %.1f / %.1f MB | %s | %s | %s | %.1f → %.1f |\n",
+				f.N, f.Voters, f.Running, ms(f.AgreeAfterStart), f.Window, 100*f.LeaderCPU, 100*f.MedianCPU, 100*f.MedianObserverCPU, 100*f.MaxCPU,
+				f.MedianRSSMB, f.MaxRSSMB, durList(f.VotersAgree), durList(f.AllAgree), durList(f.EpochReach), f.Load[0], f.Load[1])
 		}
 		w("\n")
 	}
@@ -232,13 +248,14 @@ func evaluateTargets(res *results) []target {
 		}
 	}
 	for _, c := range res.Cost {
-		if c.Profile != "default" || len(c.CPU) == 0 {
+		if c.Profile != "default" || len(c.CPU) < 2 || c.Running < len(c.CPU) {
 			continue
 		}
-		maxCPU, maxRSS := slices.Max(c.CPU), slices.Max(c.RSSMB)
+		maxFollower, maxRSS := slices.Max(c.CPU[1:]), slices.Max(c.RSSMB)
 		ts = append(ts,
-			target{What: "idle agent CPU (worst of 5, leader included)", Goal: "< 1 % of a core", Measured: fmt.Sprintf("%.2f %%", 100*maxCPU), Met: maxCPU < 0.01, Known: true},
-			target{What: "idle agent RSS (worst of 5)", Goal: "< 40 MB", Measured: fmt.Sprintf("%.1f MB", maxRSS), Met: maxRSS < 40, Known: true})
+			target{What: fmt.Sprintf("idle %s leader CPU (5 agents)", c.Protocol), Goal: "< 1 % of a core", Measured: fmt.Sprintf("%.2f %%", 100*c.CPU[0]), Met: c.CPU[0] < 0.01, Known: true},
+			target{What: fmt.Sprintf("idle %s follower CPU (worst of 4)", c.Protocol), Goal: "< 0.5 % of a core", Measured: fmt.Sprintf("%.2f %%", 100*maxFollower), Met: maxFollower < 0.005, Known: true},
+			target{What: fmt.Sprintf("idle %s agent RSS (worst of 5)", c.Protocol), Goal: "< 40 MB", Measured: fmt.Sprintf("%.1f MB", maxRSS), Met: maxRSS < 40, Known: true})
 	}
 	return ts
 }
