@@ -183,10 +183,15 @@ func writeReport(dir string, res *results) error {
 	}
 
 	if len(res.Sim) > 0 {
-		w("## Simulator: election cost up to 1,000 nodes\n\n")
+		w("## Simulator: election cost up to 1,000 nodes, and fleets to 10,000 members\n\n")
 		w("`go run ./sim/cmd/electcost` (heartbeat 50 ms, election timeout 200 ms, one-way delay 1–2 ms) starts N nodes, waits for a leader all follow, crashes it at a random point of its heartbeat cycle and counts the election messages (every kind but heartbeats) until every survivor follows one new leader, in virtual time. Survivors are told of the crash 200 ms after it (a fixed detector, not phi). *Wall* is what the simulator itself spent per election. A row with no elections hit the simulator's event limit or found no stable first leader (see the analysis).\n\n")
 		w("| protocol | nodes | elected / trials | msgs/election (min–max) | theory | virtual median | virtual max | wall per election |\n|---|---|---|---|---|---|---|---|\n")
+		var fleet []simRow
 		for _, r := range res.Sim {
+			if r.Voters > 0 {
+				fleet = append(fleet, r)
+				continue
+			}
 			if r.Elected == 0 {
 				w("| %s | %d | 0 / %d | — | %s | — | — | — |\n", r.Protocol, r.N, r.Trials, r.Theory)
 				continue
@@ -194,6 +199,14 @@ func writeReport(dir string, res *results) error {
 			w("| %s | %d | %d / %d | %.1f (%.0f–%.0f) | %s | %.0f ms | %.0f ms | %.2f ms |\n", r.Protocol, r.N, r.Elected, r.Trials, r.MsgsPerElection, r.MsgsMin, r.MsgsMax, r.Theory, r.VirtualMedianMS, r.VirtualMaxMS, r.WallMS)
 		}
 		w("\n")
+		if len(fleet) > 0 {
+			w("Fleet rows: majority with a fixed voter set and every other member an observer that learns the new leader by gossip (protocols/observe). The voters' failover is the simulator's; a seeded model of memberlist's gossip (every member gossips every 200 ms to 3 random members; each announcement goes out 4·⌈log10(N+1)⌉ times from every member that learns it) spreads the new leader's announcement to the last member.\n\n")
+			w("| members | voters | elected / trials | election msgs (voters) | gossip to the last member, median / max | gossip packets per member | members missed | crash to every member agreeing, median / max |\n|---|---|---|---|---|---|---|---|\n")
+			for _, r := range fleet {
+				w("| %d | %d | %d / %d | %.1f | %.0f / %.0f ms | %.1f | %d | %.0f / %.0f ms |\n", r.N, r.Voters, r.Elected, r.Trials, r.MsgsPerElection, r.GossipMedianMS, r.GossipMaxMS, r.GossipPacketsPerMember, r.GossipMissed, r.VirtualMedianMS, r.VirtualMaxMS)
+			}
+			w("\n")
+		}
 	}
 
 	if a, err := os.ReadFile(filepath.Join(dir, "analysis.md")); err == nil {

@@ -546,6 +546,12 @@ type simRow struct {
 	VirtualMedianMS float64 `json:"virtual_ms_median"`
 	VirtualMaxMS    float64 `json:"virtual_ms_max"`
 	WallMS          float64 `json:"wall_ms_per_election"`
+	// Fleet rows: Voters of N vote, the rest observe and learn by gossip.
+	Voters                 int     `json:"voters,omitempty"`
+	GossipMedianMS         float64 `json:"gossip_ms_median,omitempty"`
+	GossipMaxMS            float64 `json:"gossip_ms_max,omitempty"`
+	GossipPacketsPerMember float64 `json:"gossip_packets_per_member,omitempty"`
+	GossipMissed           int     `json:"gossip_missed,omitempty"`
 }
 
 // decodeSimRows accepts a JSON array or one object per line.
