@@ -154,14 +154,14 @@ func writeReport(dir string, res *results) error {
 
 	if len(res.Scale) > 0 {
 		w("## Scale: the largest cluster this machine runs\n\n")
-		w("Majority at default settings, every agent a voter, each joining four others; *formed* is from starting the processes to a leader every agent agrees on for 5 s.\n\n")
-		w("| agents | running through the window | formed in | watched | leader changes | elections started | leader CPU | mean follower CPU | mean RSS |\n|---|---|---|---|---|---|---|---|---|\n")
+		w("Default settings, every agent a voter (bully and ring have no observers), each joining four others; *formed* is from starting the processes to a leader every agent agrees on for 5 s.\n\n")
+		w("| protocol | agents | running through the window | formed in | watched | leader changes | elections started | leader CPU | mean follower CPU | mean RSS |\n|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, s := range res.Scale {
 			if s.Error != "" {
-				w("| %d | | did not form: %s | | | | | | |\n", s.N, s.Error)
+				w("| %s | %d | | did not form: %s | | | | | | |\n", s.Protocol, s.N, s.Error)
 				continue
 			}
-			w("| %d | %d | %s | %v | %d | %.0f | %.2f %% | %.2f %% | %.1f MB |\n", s.N, s.Running, ms(s.FormedIn), s.Duration, s.LeaderChanges, s.ElectionsStarted, 100*s.CPU[0], 100*meanOf(s.CPU[1:]), meanOf(s.RSSMB))
+			w("| %s | %d | %d | %s | %v | %d | %.0f | %.2f %% | %.2f %% | %.1f MB |\n", s.Protocol, s.N, s.Running, ms(s.FormedIn), s.Duration, s.LeaderChanges, s.ElectionsStarted, 100*s.CPU[0], 100*meanOf(s.CPU[1:]), meanOf(s.RSSMB))
 		}
 		w("\n")
 	}

@@ -35,6 +35,7 @@ type options struct {
 	rates           []int
 	scaleSizes      []int
 	scaleWindow     time.Duration
+	scaleProtocols  []string
 	fleetSizes      []int
 	fleetVoters     int
 	fleetTrials     int
@@ -73,6 +74,7 @@ func runBench(args []string) error {
 	rates := fs.String("rates", "1000,5000", "/v1/status request rates per second")
 	scale := fs.String("scale", "25,50", "cluster sizes for the scale part")
 	fs.DurationVar(&o.scaleWindow, "scale-window", time.Minute, "how long a scale cluster must keep its leader")
+	scaleProtocols := fs.String("scale-protocols", "majority", "protocols of the scale part (every agent a voter)")
 	fleet := fs.String("fleet", "100,250", "agent counts for the fleet part (a few voters, the rest observers)")
 	fs.IntVar(&o.fleetVoters, "fleet-voters", 3, "voters in the fleet part")
 	fs.IntVar(&o.fleetTrials, "fleet-trials", 3, "leader failovers per fleet size")
@@ -121,6 +123,7 @@ func runBench(args []string) error {
 	}
 	o.protocols = splitList(*protocols)
 	o.steadyProtocols = splitList(*steadyProtocols)
+	o.scaleProtocols = splitList(*scaleProtocols)
 	o.parts = map[string]bool{}
 	for _, p := range splitList(*parts) {
 		known := false
@@ -264,14 +267,16 @@ func runParts(ctx context.Context, o *options, res *results) error {
 	}
 	if o.parts["scale"] {
 		var all []steadyResult
-		for _, n := range o.scaleSizes {
-			r, err := measureSteady(ctx, o, "majority", defaultProfile, n, nil, o.scaleWindow, "scale")
-			if err != nil {
-				return err
+		for _, protocol := range o.scaleProtocols {
+			for _, n := range o.scaleSizes {
+				r, err := measureSteady(ctx, o, protocol, defaultProfile, n, nil, o.scaleWindow, "scale")
+				if err != nil {
+					return err
+				}
+				all = append(all, r)
 			}
-			all = append(all, r)
 		}
-		res.Scale = all
+		res.Scale = mergeByKey(res.Scale, all, func(s steadyResult) string { return fmt.Sprint(s.Protocol, s.N) })
 		if err := save("scale"); err != nil {
 			return err
 		}
