@@ -40,6 +40,7 @@ type options struct {
 	fleetVoters     int
 	fleetTrials     int
 	fleetWindow     time.Duration
+	fleetGap        time.Duration
 	simArgs         string
 	etcdTrials      int
 	etcdDefault     int
@@ -79,6 +80,7 @@ func runBench(args []string) error {
 	fs.IntVar(&o.fleetVoters, "fleet-voters", 3, "voters in the fleet part")
 	fs.IntVar(&o.fleetTrials, "fleet-trials", 3, "leader failovers per fleet size")
 	fs.DurationVar(&o.fleetWindow, "fleet-window", 20*time.Second, "idle window of the fleet part's CPU measurement")
+	fs.DurationVar(&o.fleetGap, "fleet-gap", 100*time.Millisecond, "pause between observer starts in the fleet part (the voters start first)")
 	fs.StringVar(&o.simArgs, "sim-args", "", "extra arguments for sim/cmd/electcost")
 	fs.IntVar(&o.etcdTrials, "etcd-trials", 20, "etcd failovers at the tuned (2 s) session TTL")
 	fs.IntVar(&o.etcdDefault, "etcd-default-trials", 3, "etcd failovers at concurrency's default session TTL (60 s each)")
