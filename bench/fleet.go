@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -38,6 +39,8 @@ type fleetResult struct {
 	EpochReach []time.Duration `json:"epoch_reach_ns"`
 	Failed     int             `json:"failed"`
 	Load       [2]float64      `json:"loadavg_1m_before_after"`
+	// Flags are agent flags beyond the defaults (-fleet-flags).
+	Flags []string `json:"flags,omitempty"`
 	// StartGap is the pause between observer starts.
 	StartGap time.Duration `json:"start_gap_ns"`
 	Error    string        `json:"error,omitempty"`
@@ -47,14 +50,14 @@ type fleetResult struct {
 // measures agreement after start, idle cost over window, and trials
 // failovers of the leader.
 func measureFleet(ctx context.Context, o *options, n, voters, trials int, window time.Duration) (fleetResult, error) {
-	res := fleetResult{N: n, Voters: voters, Window: window, StartGap: o.fleetGap}
+	res := fleetResult{N: n, Voters: voters, Window: window, StartGap: o.fleetGap, Flags: o.fleetExtra}
 	res.Load[0] = loadAvg()
 	dir := filepath.Join(o.work, fmt.Sprintf("fleet-%d-%d", n, voters))
 	// The voters start first and elect; then the observers join, one every
 	// o.fleetGap. Two shared cores cannot start hundreds of daemons at
 	// once and keep a 200 ms election timeout (a fleet's hosts each have
 	// their own CPU), and a fleet is rolled out onto a running cluster.
-	c, err := newCluster(ctx, clusterSpec{Bin: o.agentBin, Dir: dir, N: n, Protocol: "majority", Profile: defaultProfile, Voters: voters, StartFirst: voters})
+	c, err := newCluster(ctx, clusterSpec{Bin: o.agentBin, Dir: dir, N: n, Protocol: "majority", Profile: defaultProfile, Voters: voters, StartFirst: voters, Extra: o.fleetExtra})
 	if err != nil {
 		return res, err
 	}
@@ -202,4 +205,12 @@ func clip(s string) string {
 		return s
 	}
 	return s[:max] + "…"
+}
+
+// flagString shows extra agent flags in the report ("defaults" without).
+func flagString(flags []string) string {
+	if len(flags) == 0 {
+		return "defaults"
+	}
+	return "`" + strings.Join(flags, " ") + "`"
 }

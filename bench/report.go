@@ -169,14 +169,14 @@ func writeReport(dir string, res *results) error {
 	if len(res.Fleet) > 0 {
 		w("## Fleet: a daemon on every host\n\n")
 		w("Majority at default settings with a few voters and the rest observers, each agent joining four others. Observers get no heartbeats: the leader announces itself by gossip (docs/benchmarks/analysis.md). The voters start first and elect; the observers then start one after another, with the pause in the *start gap* column between them. *Agree after start* is from the last agent's start to every agent naming one leader that says it leads. CPU is user + system time from `/proc/PID/stat` over the idle window, after 10 s of settling; the machine's 1-minute load average before and after says how much else ran on its 2 cores. Failover: SIGKILL of the leader until the surviving voters agree on a new leader, until every surviving agent does, and the difference (the new epoch reaching the last observer).\n\n")
-		w("| agents | voters | start gap | running | agree after start | window | leader CPU | median CPU | median observer CPU | max CPU | median / max RSS | failover: voters agree | every agent agrees | epoch reaches last observer | load before → after |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		w("| agents | voters | flags | start gap | running | agree after start | window | leader CPU | median CPU | median observer CPU | max CPU | median / max RSS | failover: voters agree | every agent agrees | epoch reaches last observer | load before → after |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, f := range res.Fleet {
 			if f.Error != "" {
-				w("| %d | %d | %v | | did not agree: %s | | | | | | | | | | |\n", f.N, f.Voters, f.StartGap, f.Error)
+				w("| %d | %d | %s | %v | | did not agree: %s | | | | | | | | | | |\n", f.N, f.Voters, flagString(f.Flags), f.StartGap, f.Error)
 				continue
 			}
-			w("| %d | %d | %v | %d | %s | %v | %.2f %% | %.2f %% | %.2f %% | %.2f %% | %.1f / %.1f MB | %s | %s | %s | %.1f → %.1f |\n",
-				f.N, f.Voters, f.StartGap, f.Running, ms(f.AgreeAfterStart), f.Window, 100*f.LeaderCPU, 100*f.MedianCPU, 100*f.MedianObserverCPU, 100*f.MaxCPU,
+			w("| %d | %d | %s | %v | %d | %s | %v | %.2f %% | %.2f %% | %.2f %% | %.2f %% | %.1f / %.1f MB | %s | %s | %s | %.1f → %.1f |\n",
+				f.N, f.Voters, flagString(f.Flags), f.StartGap, f.Running, ms(f.AgreeAfterStart), f.Window, 100*f.LeaderCPU, 100*f.MedianCPU, 100*f.MedianObserverCPU, 100*f.MaxCPU,
 				f.MedianRSSMB, f.MaxRSSMB, durList(f.VotersAgree), durList(f.AllAgree), durList(f.EpochReach), f.Load[0], f.Load[1])
 		}
 		w("\n")

@@ -41,6 +41,7 @@ type options struct {
 	fleetTrials     int
 	fleetWindow     time.Duration
 	fleetGap        time.Duration
+	fleetExtra      []string
 	simArgs         string
 	etcdTrials      int
 	etcdDefault     int
@@ -80,6 +81,7 @@ func runBench(args []string) error {
 	fs.IntVar(&o.fleetVoters, "fleet-voters", 3, "voters in the fleet part")
 	fs.IntVar(&o.fleetTrials, "fleet-trials", 3, "leader failovers per fleet size")
 	fs.DurationVar(&o.fleetWindow, "fleet-window", 20*time.Second, "idle window of the fleet part's CPU measurement")
+	fleetExtra := fs.String("fleet-flags", "", "extra agent flags for the fleet part, space-separated (e.g. -gossip.profile=wan)")
 	fs.DurationVar(&o.fleetGap, "fleet-gap", 100*time.Millisecond, "pause between observer starts in the fleet part (the voters start first)")
 	fs.StringVar(&o.simArgs, "sim-args", "", "extra arguments for sim/cmd/electcost")
 	fs.IntVar(&o.etcdTrials, "etcd-trials", 20, "etcd failovers at the tuned (2 s) session TTL")
@@ -126,6 +128,7 @@ func runBench(args []string) error {
 	o.protocols = splitList(*protocols)
 	o.steadyProtocols = splitList(*steadyProtocols)
 	o.scaleProtocols = splitList(*scaleProtocols)
+	o.fleetExtra = strings.Fields(*fleetExtra)
 	o.parts = map[string]bool{}
 	for _, p := range splitList(*parts) {
 		known := false
@@ -291,7 +294,7 @@ func runParts(ctx context.Context, o *options, res *results) error {
 				return err
 			}
 			all = append(all, r)
-			res.Fleet = mergeByKey(res.Fleet, all, func(f fleetResult) string { return fmt.Sprint(f.N, f.Voters) })
+			res.Fleet = mergeByKey(res.Fleet, all, func(f fleetResult) string { return fmt.Sprint(f.N, f.Voters, f.Flags) })
 			if err := save("fleet"); err != nil {
 				return err
 			}
