@@ -270,6 +270,22 @@ func evaluateTargets(res *results) []target {
 			target{What: fmt.Sprintf("idle %s follower CPU (worst of 4)", c.Protocol), Goal: "< 0.5 % of a core", Measured: fmt.Sprintf("%.2f %%", 100*maxFollower), Met: maxFollower < 0.005, Known: true},
 			target{What: fmt.Sprintf("idle %s agent RSS (worst of 5)", c.Protocol), Goal: "< 40 MB", Measured: fmt.Sprintf("%.1f MB", maxRSS), Met: maxRSS < 40, Known: true})
 	}
+	for _, f := range res.Fleet {
+		if f.N != 100 || len(f.Flags) > 0 || f.Error != "" {
+			continue
+		}
+		what := fmt.Sprintf("fleet of %d (%d voters)", f.N, f.Voters)
+		worst := time.Duration(0)
+		for _, d := range f.AllAgree {
+			worst = max(worst, d)
+		}
+		ts = append(ts,
+			target{What: what + ": all agree after the last start", Goal: "≤ 30 s", Measured: ms(f.AgreeAfterStart), Met: f.AgreeAfterStart <= 30*time.Second, Known: true},
+			target{What: what + ": leader CPU over " + f.Window.String(), Goal: "< 3 % of a core", Measured: fmt.Sprintf("%.2f %%", 100*f.LeaderCPU), Met: f.LeaderCPU < 0.03, Known: true},
+			target{What: what + ": median agent CPU", Goal: "< 0.5 % of a core", Measured: fmt.Sprintf("%.2f %%", 100*f.MedianCPU), Met: f.MedianCPU < 0.005, Known: true},
+			target{What: what + ": SIGKILL of the leader until every other agent agrees (worst trial)", Goal: "≤ 3 s", Measured: ms(worst),
+				Met: len(f.AllAgree) > 0 && f.Failed == 0 && worst <= 3*time.Second, Known: true})
+	}
 	return ts
 }
 
