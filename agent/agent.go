@@ -112,6 +112,7 @@ type Agent struct {
 	viewSeq  uint64 // views published so far: api.Status.Seq
 	confirms []*confirmWait
 	stats    loopStats
+	obs      observers
 	// ceilingLog limits the warnings for terms and epochs beyond the
 	// ceiling: a hostile member may send them without end.
 	ceilingLog *ratelog.Limiter
@@ -269,6 +270,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 	if a.proto, err = newProtocol(cfg, a.self, hs, a.now(), lg.Named("election")); err != nil {
 		return nil, err
 	}
+	a.initObservers()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metricsCollector{a}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -420,6 +422,7 @@ func (a *Agent) loop(ctx context.Context, wake *time.Timer, serveErr <-chan erro
 	}
 	events := a.cluster.Events()
 	inbound := a.tr.Inbound()
+	gossiped := a.gossiped()
 	for {
 		wake.Reset(a.nextWake(a.now()))
 		select {
@@ -431,6 +434,8 @@ func (a *Agent) loop(ctx context.Context, wake *time.Timer, serveErr <-chan erro
 			now := a.now()
 			a.proto.Tick(now)
 			a.checkDetectors(now)
+		case b := <-gossiped:
+			a.learn(b)
 		case m, ok := <-inbound:
 			if !ok {
 				return errors.New("agent: transport closed")
@@ -527,6 +532,9 @@ func (a *Agent) handleReady() error {
 			}
 		}
 		for _, m := range rd.Messages {
+			if !a.fastPath(m) {
+				continue
+			}
 			a.stats.sent[m.Kind]++
 			a.tr.Send(m.To, m)
 		}
@@ -536,6 +544,7 @@ func (a *Agent) handleReady() error {
 		a.proto.Advance(rd)
 	}
 	a.publish()
+	a.announce(a.now())
 	a.checkConfirms()
 	a.storeSnapshot()
 	return nil

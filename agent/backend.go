@@ -55,6 +55,11 @@ func (b backend) Status(ctx context.Context, consistent bool) (api.Status, error
 type statusSnapshot struct {
 	st         api.Status
 	leaseUntil protocols.Time // majority's lease; 0 without one
+	// origin is when the leader made the claim an observer reports
+	// (learned: the status comes from gossip), so that its age is
+	// computed at request time.
+	origin  protocols.Time
+	learned bool
 }
 
 // storeSnapshot publishes the current status. It runs on the loop after
@@ -64,6 +69,9 @@ func (a *Agent) storeSnapshot() {
 	now := a.now()
 	st := a.status(now)
 	snap := &statusSnapshot{st: st}
+	if _, origin, learned := a.electionStatus(now); learned {
+		snap.origin, snap.learned = origin, true
+	}
 	if st.Role == api.RoleLeader {
 		snap.leaseUntil = a.proto.Status(now).LeaseUntil
 	}
@@ -84,6 +92,9 @@ func (a *Agent) loadSnapshot() (api.Status, bool) {
 		return api.Status{}, false
 	}
 	st := snap.st
+	if snap.learned {
+		st.LeaderAgeMS = a.now().Sub(snap.origin).Milliseconds()
+	}
 	if snap.leaseUntil != 0 {
 		now := a.now()
 		if now >= snap.leaseUntil {

@@ -107,6 +107,9 @@ func (a *Agent) nextWake(now protocols.Time) time.Duration {
 			next = t
 		}
 	}
+	if t, ok := a.announceDeadline(); ok && t < next {
+		next = t
+	}
 	for _, w := range a.confirms {
 		if w.deadline < next {
 			next = w.deadline

@@ -23,7 +23,7 @@ type view struct {
 // status computes the API status at now. Role and leader come from the
 // protocol's Status at this instant, so an expired lease shows at once.
 func (a *Agent) status(now protocols.Time) api.Status {
-	st := a.proto.Status(now)
+	st, origin, learned := a.electionStatus(now)
 	out := api.Status{
 		Node:     a.self.Name,
 		ID:       uint64(a.self.ID),
@@ -40,6 +40,9 @@ func (a *Agent) status(now protocols.Time) api.Status {
 	if st.Role == protocols.Leader && st.LeaseUntil > now {
 		out.LeaseMS = st.LeaseUntil.Sub(now).Milliseconds()
 		out.LeaseNS = int64(st.LeaseUntil.Sub(now))
+	}
+	if learned {
+		out.LeaderAgeMS = now.Sub(origin).Milliseconds()
 	}
 	// No map here: the loop stores a status snapshot after every input.
 	// Reachable means the transport heard from the member recently (a
@@ -126,7 +129,7 @@ func (a *Agent) selfAddr() string {
 // (member counts, quorum) is built only for a change that is published.
 func (a *Agent) publish() {
 	now := a.now()
-	ps := a.proto.Status(now)
+	ps, _, learned := a.electionStatus(now)
 	v := view{role: ps.Role, leader: a.leaderName(ps), epoch: ps.Epoch}
 	if v == a.lastView {
 		return
@@ -139,8 +142,12 @@ func (a *Agent) publish() {
 		if v.leader != "" {
 			a.stats.leaderChanges++
 		}
-		a.forgetDetectors(now, ps.Leader)
-		a.watchLeader(now, ps.Leader)
+		if !learned {
+			// An observer that learned the leader by gossip gets no
+			// heartbeats from it: a detector would only suspect it.
+			a.forgetDetectors(now, ps.Leader)
+			a.watchLeader(now, ps.Leader)
+		}
 		a.log.Info("leadership", zap.String("leader", v.leader), zap.Uint64("epoch", v.epoch), zap.String("role", strings.ToLower(v.role.String())))
 	}
 	if v.role != prev.role {

@@ -130,6 +130,12 @@ type Status struct {
 	// TransportAddr is the libp2p multiaddr (with /p2p/<peer id>) this
 	// agent publishes for election messages.
 	TransportAddr string `json:"transport_addr,omitempty"`
+	// LeaderAgeMS is, on an observer, how many milliseconds old its
+	// knowledge of Leader and Epoch is: observers are not heartbeated by
+	// the leader but learn it by gossip, and report what they learned and
+	// when the leader said it, never more. 0 on voters and candidates,
+	// which hear the leader directly, and while no leader is known.
+	LeaderAgeMS int64 `json:"leader_age_ms"`
 }
 
 // Lease returns how long this node's leader lease has left at the time of

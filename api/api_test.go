@@ -12,7 +12,7 @@ func TestJSONFieldNames(t *testing.T) {
 		want string
 	}{
 		{Status{Node: "n1", ID: 1, Protocol: "majority", Role: RoleLeader, Leader: "n1", Epoch: 1 << 60, LeaseMS: 900, Members: 3, Quorum: Quorum{Voters: 3, Reachable: 2, Healthy: true}},
-			`{"node":"n1","id":1,"protocol":"majority","role":"leader","leader":"n1","epoch":1152921504606846976,"lease_ms":900,"members":3,"quorum":{"voters":3,"reachable":2,"healthy":true}}`},
+			`{"node":"n1","id":1,"protocol":"majority","role":"leader","leader":"n1","epoch":1152921504606846976,"lease_ms":900,"members":3,"quorum":{"voters":3,"reachable":2,"healthy":true},"leader_age_ms":0}`},
 		{Leader{Leader: "", Epoch: 7, IsSelf: false}, `{"leader":"","epoch":7,"is_self":false}`},
 		{Member{Name: "n2", ID: 2, Addr: "127.0.0.1:7950", State: StateSuspect, Phi: 3.5}, `{"name":"n2","id":2,"addr":"127.0.0.1:7950","state":"suspect","phi":3.5}`},
 		{Error{Error: "boom"}, `{"error":"boom"}`},

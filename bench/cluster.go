@@ -98,6 +98,9 @@ type clusterSpec struct {
 	Voters   int            // majority voters (0: all)
 	Jitter   *jitterOptions // nil: agents dial each other directly
 	Extra    []string       // more agent flags
+	// StartFirst, when positive, starts only the first StartFirst agents;
+	// the caller starts the others (cluster.start).
+	StartFirst int
 }
 
 // newCluster configures and starts spec.N agents n1…nN with ids 1…N, each
@@ -176,6 +179,9 @@ func newCluster(ctx context.Context, spec clusterSpec) (*cluster, error) {
 		c.agents = append(c.agents, a)
 	}
 	for i := range c.agents {
+		if spec.StartFirst > 0 && i >= spec.StartFirst {
+			break
+		}
 		if err := c.start(i); err != nil {
 			c.stop()
 			return nil, err

@@ -35,6 +35,13 @@ type options struct {
 	rates           []int
 	scaleSizes      []int
 	scaleWindow     time.Duration
+	scaleProtocols  []string
+	fleetSizes      []int
+	fleetVoters     int
+	fleetTrials     int
+	fleetWindow     time.Duration
+	fleetGap        time.Duration
+	fleetExtra      []string
 	simArgs         string
 	etcdTrials      int
 	etcdDefault     int
@@ -42,7 +49,7 @@ type options struct {
 }
 
 // allParts are the report's sections, in the order they run.
-var allParts = []string{"failover", "handover", "cost", "latency", "steady", "scale", "sim", "etcd"}
+var allParts = []string{"failover", "handover", "cost", "latency", "steady", "scale", "fleet", "sim", "etcd"}
 
 // logf prints progress with a timestamp on stderr.
 func (o *options) logf(format string, args ...any) {
@@ -69,6 +76,13 @@ func runBench(args []string) error {
 	rates := fs.String("rates", "1000,5000", "/v1/status request rates per second")
 	scale := fs.String("scale", "25,50", "cluster sizes for the scale part")
 	fs.DurationVar(&o.scaleWindow, "scale-window", time.Minute, "how long a scale cluster must keep its leader")
+	scaleProtocols := fs.String("scale-protocols", "majority", "protocols of the scale part (every agent a voter)")
+	fleet := fs.String("fleet", "100,250", "agent counts for the fleet part (a few voters, the rest observers)")
+	fs.IntVar(&o.fleetVoters, "fleet-voters", 3, "voters in the fleet part")
+	fs.IntVar(&o.fleetTrials, "fleet-trials", 3, "leader failovers per fleet size")
+	fs.DurationVar(&o.fleetWindow, "fleet-window", 20*time.Second, "idle window of the fleet part's CPU measurement")
+	fleetExtra := fs.String("fleet-flags", "", "extra agent flags for the fleet part, space-separated (e.g. -gossip.profile=wan)")
+	fs.DurationVar(&o.fleetGap, "fleet-gap", 100*time.Millisecond, "pause between observer starts in the fleet part (the voters start first)")
 	fs.StringVar(&o.simArgs, "sim-args", "", "extra arguments for sim/cmd/electcost")
 	fs.IntVar(&o.etcdTrials, "etcd-trials", 20, "etcd failovers at the tuned (2 s) session TTL")
 	fs.IntVar(&o.etcdDefault, "etcd-default-trials", 3, "etcd failovers at concurrency's default session TTL (60 s each)")
@@ -91,6 +105,9 @@ func runBench(args []string) error {
 		def("rates", func() { *rates = "200" })
 		def("scale", func() { *scale = "7" })
 		def("scale-window", func() { o.scaleWindow = 5 * time.Second })
+		def("fleet", func() { *fleet = "7" })
+		def("fleet-trials", func() { o.fleetTrials = 1 })
+		def("fleet-window", func() { o.fleetWindow = 3 * time.Second })
 		def("sim-args", func() { o.simArgs = "-sizes 3,5 -trials 1" })
 		def("etcd-trials", func() { o.etcdTrials = 1 })
 		def("etcd-default-trials", func() { o.etcdDefault = 0 })
@@ -105,8 +122,13 @@ func runBench(args []string) error {
 	if o.scaleSizes, err = parseInts(*scale); err != nil {
 		return fmt.Errorf("-scale: %w", err)
 	}
+	if o.fleetSizes, err = parseInts(*fleet); err != nil {
+		return fmt.Errorf("-fleet: %w", err)
+	}
 	o.protocols = splitList(*protocols)
 	o.steadyProtocols = splitList(*steadyProtocols)
+	o.scaleProtocols = splitList(*scaleProtocols)
+	o.fleetExtra = strings.Fields(*fleetExtra)
 	o.parts = map[string]bool{}
 	for _, p := range splitList(*parts) {
 		known := false
@@ -209,11 +231,14 @@ func runParts(ctx context.Context, o *options, res *results) error {
 		}
 	}
 	if o.parts["cost"] {
-		r, err := measureSteady(ctx, o, "majority", defaultProfile, 5, nil, max(5*time.Second, min(time.Minute, o.steady)), "idle")
-		if err != nil {
-			return err
+		res.Cost = nil
+		for _, protocol := range o.protocols {
+			r, err := measureSteady(ctx, o, protocol, defaultProfile, 5, nil, max(5*time.Second, min(time.Minute, o.steady)), "idle")
+			if err != nil {
+				return err
+			}
+			res.Cost = append(res.Cost, r)
 		}
-		res.Cost = []steadyResult{r}
 		if !o.quick {
 			r, err := measureSteady(ctx, o, "majority", fastProfile, 5, nil, time.Minute, "idle")
 			if err != nil {
@@ -247,16 +272,32 @@ func runParts(ctx context.Context, o *options, res *results) error {
 	}
 	if o.parts["scale"] {
 		var all []steadyResult
-		for _, n := range o.scaleSizes {
-			r, err := measureSteady(ctx, o, "majority", defaultProfile, n, nil, o.scaleWindow, "scale")
+		for _, protocol := range o.scaleProtocols {
+			for _, n := range o.scaleSizes {
+				r, err := measureSteady(ctx, o, protocol, defaultProfile, n, nil, o.scaleWindow, "scale")
+				if err != nil {
+					return err
+				}
+				all = append(all, r)
+			}
+		}
+		res.Scale = mergeByKey(res.Scale, all, func(s steadyResult) string { return fmt.Sprint(s.Protocol, s.N) })
+		if err := save("scale"); err != nil {
+			return err
+		}
+	}
+	if o.parts["fleet"] {
+		var all []fleetResult
+		for _, n := range o.fleetSizes {
+			r, err := measureFleet(ctx, o, n, o.fleetVoters, o.fleetTrials, o.fleetWindow)
 			if err != nil {
 				return err
 			}
 			all = append(all, r)
-		}
-		res.Scale = all
-		if err := save("scale"); err != nil {
-			return err
+			res.Fleet = mergeByKey(res.Fleet, all, func(f fleetResult) string { return fmt.Sprint(f.N, f.Voters, f.Flags) })
+			if err := save("fleet"); err != nil {
+				return err
+			}
 		}
 	}
 	if o.parts["sim"] {
@@ -497,6 +538,7 @@ type results struct {
 	Latency  []latencyResult    `json:"latency,omitempty"`
 	Steady   []steadyResult     `json:"false_alarms,omitempty"`
 	Scale    []steadyResult     `json:"scale,omitempty"`
+	Fleet    []fleetResult      `json:"fleet,omitempty"`
 	Sim      []simRow           `json:"sim,omitempty"`
 	Etcd     []etcdResult       `json:"etcd,omitempty"`
 }
@@ -514,6 +556,12 @@ type simRow struct {
 	VirtualMedianMS float64 `json:"virtual_ms_median"`
 	VirtualMaxMS    float64 `json:"virtual_ms_max"`
 	WallMS          float64 `json:"wall_ms_per_election"`
+	// Fleet rows: Voters of N vote, the rest observe and learn by gossip.
+	Voters                 int     `json:"voters,omitempty"`
+	GossipMedianMS         float64 `json:"gossip_ms_median,omitempty"`
+	GossipMaxMS            float64 `json:"gossip_ms_max,omitempty"`
+	GossipPacketsPerMember float64 `json:"gossip_packets_per_member,omitempty"`
+	GossipMissed           int     `json:"gossip_missed,omitempty"`
 }
 
 // decodeSimRows accepts a JSON array or one object per line.

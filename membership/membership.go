@@ -81,6 +81,10 @@ type Membership struct {
 
 	snapshotPath  string
 	snapshotDirty chan struct{}
+
+	// broadcasts and gossiped carry Gossip messages (gossip.go).
+	broadcasts *memberlist.TransmitLimitedQueue
+	gossiped   chan []byte
 }
 
 // Start validates cfg, starts memberlist and, when cfg.Join is not empty,
@@ -125,6 +129,7 @@ func Start(cfg Config) (*Membership, error) {
 
 		snapshotPath:  cfg.SnapshotPath,
 		snapshotDirty: make(chan struct{}, 1),
+		gossiped:      make(chan []byte, gossipBuffer),
 	}
 	if m.reapAfter <= 0 {
 		m.reapAfter = DefaultReapAfter
@@ -132,6 +137,7 @@ func Start(cfg Config) (*Membership, error) {
 	if m.maxDown <= 0 {
 		m.maxDown = DefaultMaxDown
 	}
+	m.broadcasts = &memberlist.TransmitLimitedQueue{NumNodes: m.liveCount, RetransmitMult: retransmitMult}
 	d := &delegate{m: m}
 	mc.Delegate = d
 	mc.Events = d
@@ -553,10 +559,12 @@ func (d *delegate) NodeMeta(limit int) []byte {
 	return meta
 }
 
-func (d *delegate) NotifyMsg([]byte)                           {}
-func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
-func (d *delegate) LocalState(join bool) []byte                { return nil }
-func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
+func (d *delegate) NotifyMsg(b []byte) { d.m.notifyMsg(b) }
+func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte {
+	return d.m.broadcasts.GetBroadcasts(overhead, limit)
+}
+func (d *delegate) LocalState(join bool) []byte            { return nil }
+func (d *delegate) MergeRemoteState(buf []byte, join bool) {}
 
 func (d *delegate) NotifyJoin(n *memberlist.Node) { d.m.record(EventAlive, n, StateAlive) }
 

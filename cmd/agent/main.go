@@ -47,10 +47,18 @@ func commands() []command {
 }
 
 func main() {
+	stopProfile := func() {}
 	if len(os.Args) > 1 && os.Args[1] == "run" {
 		oneProcessor()
+		var err error
+		if stopProfile, err = startCPUProfile(); err != nil {
+			fmt.Fprintf(os.Stderr, "agent: %v\n", err)
+			os.Exit(1)
+		}
 	}
-	os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
+	code := dispatch(os.Args[1:], os.Stdout, os.Stderr)
+	stopProfile()
+	os.Exit(code)
 }
 
 // oneProcessor runs the daemon on one P unless GOMAXPROCS says otherwise.

@@ -355,6 +355,19 @@ func (n *Node) Tick(now protocols.Time) {
 	}
 }
 
+// NextDeadline implements protocols.Deadliner; it mirrors Tick, so both
+// must change together. Status does not depend on the time (bully has no
+// lease), so only Tick's timers count.
+func (n *Node) NextDeadline(now protocols.Time) (protocols.Time, bool) {
+	next := n.deadline
+	if n.st == stLeader {
+		next = n.hbDue
+	}
+	return max(next, now), true
+}
+
+var _ protocols.Deadliner = (*Node)(nil)
+
 // MemberUp records m as live. A coordinator heartbeats it at once, so that a
 // returning node learns the leader without waiting a heartbeat interval.
 func (n *Node) MemberUp(now protocols.Time, m protocols.Member) {

@@ -29,6 +29,12 @@ type network struct {
 	sent   int
 	mk     func(id protocols.ID, hs protocols.HardState) *Node
 	order  []protocols.ID // ring order override for every node; nil: by id
+	// lazy ticks a node only when its NextDeadline is due, as the agent
+	// does; otherwise every node ticks every millisecond.
+	lazy bool
+	// trace, when non-nil, records every message sent and every
+	// leadership change.
+	trace *[]string
 }
 
 // newNetwork builds nodes with the given ids; tweak may adjust each Config.
@@ -87,6 +93,12 @@ func (nw *network) collect() bool {
 				}
 				nw.queue = append(nw.queue, m)
 				nw.sent++
+				if nw.trace != nil {
+					*nw.trace = append(*nw.trace, fmt.Sprintf("%v send %v", nw.now.Sub(0), m))
+				}
+			}
+			if ss := rd.SoftState; ss != nil && nw.trace != nil {
+				*nw.trace = append(*nw.trace, fmt.Sprintf("%v n%d %s leader=%d epoch=%d", nw.now.Sub(0), id, ss.Role, ss.Leader, ss.Epoch))
 			}
 			n.Advance(rd)
 			any = true
@@ -128,9 +140,29 @@ func (nw *network) advance(d time.Duration) {
 	for end := nw.now.Add(d); nw.now < end; {
 		nw.now = nw.now.Add(tick)
 		for _, id := range nw.ids {
-			if !nw.crashd[id] {
-				nw.nodes[id].Tick(nw.now)
+			if nw.crashd[id] {
+				continue
 			}
+			n := nw.nodes[id]
+			if nw.lazy {
+				d, ok := n.NextDeadline(nw.now)
+				if ok && d < nw.now {
+					nw.t.Fatalf("node %d: NextDeadline %v is before now %v", id, d.Sub(0), nw.now.Sub(0))
+				}
+				if !ok || d > nw.now {
+					// Sleeping until d is only right if nobody asking
+					// before d would hear another answer.
+					until := nw.now.Add(time.Hour)
+					if ok {
+						until = d - 1
+					}
+					if a, b := n.Status(nw.now), n.Status(until); a != b {
+						nw.t.Fatalf("node %d: status changes from %+v to %+v before its deadline", id, a, b)
+					}
+					continue
+				}
+			}
+			n.Tick(nw.now)
 		}
 		nw.deliver()
 	}

@@ -579,6 +579,33 @@ func (n *Node) Tick(now protocols.Time) {
 	}
 }
 
+// NextDeadline implements protocols.Deadliner; it mirrors Tick, so both
+// must change together. Status does not depend on the time (ring elections
+// have no lease), so only Tick's timers count: the stalled-round timer of a
+// participant, the leader's heartbeats, and otherwise the silent-leader
+// timer (a participant's silent-leader timer acts only after its round
+// ends).
+func (n *Node) NextDeadline(now protocols.Time) (protocols.Time, bool) {
+	var next protocols.Time
+	ok := false
+	arm := func(t protocols.Time) {
+		if !ok || t < next {
+			next, ok = t, true
+		}
+	}
+	if n.participant {
+		arm(n.roundEnd)
+	}
+	if n.st == stLeader {
+		arm(n.hbDue)
+	} else if !n.participant {
+		arm(n.deadline)
+	}
+	return max(next, now), ok
+}
+
+var _ protocols.Deadliner = (*Node)(nil)
+
 func (n *Node) restart() {
 	n.startElection()
 	if n.st == stFollower {

@@ -21,6 +21,12 @@
 // its first trial that runs out of events, since the protocol is storming
 // and the next seeds would cost as much. -full-check swaps the incremental
 // checker for the simulator's O(N)-per-event one, for comparison.
+//
+// Fleet rows (-fleet, up to 10,000 members by default) are majority with a
+// fixed voter set (-fleet-voters) and every other member an observer, as
+// the agent runs a daemon on every host: the voters' failover is simulated
+// at N = voters, and a gossip model (fleet.go) spreads the new leader's
+// announcement to every member, as protocols/observe does over memberlist.
 package main
 
 import (
@@ -58,6 +64,8 @@ type config struct {
 	limit              time.Duration
 	maxEvents          int64
 	fullCheck          bool
+	fleet              []int
+	fleetVoters        int
 }
 
 // Row is the measurement of one protocol at one cluster size, averaged over
@@ -101,21 +109,38 @@ type Row struct {
 	TraceHash string `json:"trace_hash"`
 	// Failures describes the trials that elected nobody, with their seeds.
 	Failures []string `json:"failures,omitempty"`
+
+	// Fleet rows (-fleet): Voters of the N members vote, the rest observe
+	// and learn the new leader by gossip (protocols/observe). Election
+	// figures are the voters' (simulated at N = Voters); the virtual times
+	// add the gossip model's spread to the last member, GossipMs*.
+	Voters                 int     `json:"voters,omitempty"`
+	GossipMsMedian         float64 `json:"gossip_ms_median,omitempty"`
+	GossipMsMax            float64 `json:"gossip_ms_max,omitempty"`
+	GossipPacketsPerMember float64 `json:"gossip_packets_per_member,omitempty"`
+	// GossipMissed counts members, over all trials, the announcement
+	// never reached (memberlist's push-pull would repair them later).
+	GossipMissed int `json:"gossip_missed,omitempty"`
+
+	// virtual is every elected trial's failover time, in trial order.
+	virtual []time.Duration
 }
 
 // defaultConfig is the configuration of a run without flags.
 func defaultConfig() config {
 	return config{
-		sizes:     []int{3, 5, 9, 25, 50, 100, 250, 500, 1000},
-		protocols: registry.Names(),
-		trials:    5,
-		seed:      1,
-		heartbeat: 50 * time.Millisecond,
-		timeout:   200 * time.Millisecond,
-		minDelay:  time.Millisecond,
-		maxDelay:  2 * time.Millisecond,
-		limit:     10 * time.Second,
-		maxEvents: 5_000_000,
+		sizes:       []int{3, 5, 9, 25, 50, 100, 250, 500, 1000},
+		protocols:   registry.Names(),
+		trials:      5,
+		seed:        1,
+		heartbeat:   50 * time.Millisecond,
+		timeout:     200 * time.Millisecond,
+		minDelay:    time.Millisecond,
+		maxDelay:    2 * time.Millisecond,
+		limit:       10 * time.Second,
+		maxEvents:   5_000_000,
+		fleet:       []int{100, 250, 1000, 10000},
+		fleetVoters: 5,
 	}
 }
 
@@ -136,6 +161,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	maxEvents := fs.Int64("max-events", d.maxEvents, "simulator events allowed for each phase; a row stops at its first trial that hits it (0: no limit)")
 	full := fs.Bool("full-check", false, "run the simulator's O(N)-per-event checker and detector instead of the incremental ones")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	fleet := fs.String("fleet", join(d.fleet), "member counts of fleet rows: majority with -fleet-voters voters, the rest observers learning the leader by gossip (empty: none; needs majority in -protocols)")
+	fleetVoters := fs.Int("fleet-voters", d.fleetVoters, "voters of the fleet rows")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -154,6 +181,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if cfg.protocols, err = parseProtocols(*protos); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	cfg.fleetVoters = *fleetVoters
+	if cfg.fleetVoters < 3 {
+		fmt.Fprintln(stderr, "electcost: -fleet-voters must be at least 3")
+		return 2
+	}
+	if cfg.fleet, err = parseFleet(*fleet, cfg.fleetVoters); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
@@ -183,6 +219,29 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 			fmt.Fprintf(stderr, "electcost: %s N=%d: %d/%d elected, %.0f msgs, %v\n",
 				p, n, row.Elected, row.Trials, row.MsgsPerElection, time.Since(t0).Round(time.Millisecond))
+			rows = append(rows, row)
+		}
+	}
+	if len(cfg.fleet) > 0 && slices.Contains(cfg.protocols, "majority") {
+		var voterRow *Row
+		for i := range rows {
+			if rows[i].Protocol == "majority" && rows[i].N == cfg.fleetVoters {
+				voterRow = &rows[i]
+			}
+		}
+		if voterRow == nil {
+			r, err := measure(cfg, "majority", cfg.fleetVoters)
+			if err != nil {
+				fmt.Fprintln(stderr, err)
+				return 1
+			}
+			voterRow = &r
+		}
+		for _, n := range cfg.fleet {
+			t0 := time.Now()
+			row := measureFleet(cfg, *voterRow, voterRow.virtual, n, cfg.fleetVoters)
+			fmt.Fprintf(stderr, "electcost: majority N=%d (%d voters): gossip to all %.0f ms median, %.1f packets per member, %v\n",
+				n, cfg.fleetVoters, row.GossipMsMedian, row.GossipPacketsPerMember, time.Since(t0).Round(time.Millisecond))
 			rows = append(rows, row)
 		}
 	}
@@ -327,6 +386,7 @@ func measure(cfg config, protocol string, n int) (Row, error) {
 	for kind := range row.MsgsByKind {
 		row.MsgsByKind[kind] /= k
 	}
+	row.virtual = virt
 	row.VirtualMsMedian = ms(median(virt))
 	row.VirtualMsMax = ms(slices.Max(virt))
 	var w time.Duration
@@ -411,6 +471,9 @@ func writeTable(w io.Writer, cfg config, rows []Row, took time.Duration) {
 	fmt.Fprintln(w, "| protocol | N | elected | msgs/election | min–max | theory | by kind | virtual ms median | virtual ms max | suspected first (ms) | wall ms/election | events/election |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
+		if r.Voters > 0 {
+			continue // the fleet table below
+		}
 		if r.Elected == 0 {
 			fmt.Fprintf(w, "| %s | %d | 0/%d | — | — | %s | — | — | — | — | — | — |\n", r.Protocol, r.N, r.Trials, r.Theory)
 			continue
@@ -423,7 +486,11 @@ func writeTable(w io.Writer, cfg config, rows []Row, took time.Duration) {
 			r.Protocol, r.N, r.Elected, r.Trials, r.MsgsPerElection, r.MsgsMin, r.MsgsMax, r.Theory,
 			byKind(r.MsgsByKind), r.VirtualMsMedian, r.VirtualMsMax, susp, r.WallMsPerElection, r.EventsPerElection)
 	}
+	writeFleetTable(w, cfg, rows)
 	for _, r := range rows {
+		if r.Voters > 0 {
+			continue // the voters' row lists them
+		}
 		for _, f := range r.Failures {
 			fmt.Fprintf(w, "\n%s N=%d: %s", r.Protocol, r.N, f)
 		}

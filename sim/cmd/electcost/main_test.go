@@ -155,7 +155,7 @@ func jsonRows(t *testing.T, args ...string) []Row {
 
 // TestEveryTrialElects: one row per protocol and size, every trial elected.
 func TestEveryTrialElects(t *testing.T) {
-	rows := jsonRows(t, "-sizes", "3,5,9", "-trials", "3")
+	rows := jsonRows(t, "-sizes", "3,5,9", "-trials", "3", "-fleet=")
 	if len(rows) != 4*3 {
 		t.Fatalf("%d rows, want 12", len(rows))
 	}

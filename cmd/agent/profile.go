@@ -1,0 +1,35 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime/pprof"
+)
+
+// cpuProfileEnv names a file to which `agent run` writes a CPU profile of
+// its whole life, for finding where an agent's cycles go (docs/benchmarks/
+// analysis.md). It is a debugging aid, not a setting: the profile is
+// written when the daemon stops cleanly (SIGINT or SIGTERM), not on
+// SIGKILL.
+const cpuProfileEnv = "CONCLAVE_CPUPROFILE"
+
+// startCPUProfile starts the CPU profile cpuProfileEnv asks for, if any,
+// and returns the function that stops it and closes the file.
+func startCPUProfile() (stop func(), err error) {
+	path := os.Getenv(cpuProfileEnv)
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cpuProfileEnv, err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", cpuProfileEnv, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
