@@ -131,32 +131,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		printJSON(stdout, st)
 		return 0
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	leader := st.Leader
-	if leader == "" {
-		leader = "(none)"
-	}
-	fmt.Fprintf(tw, "node\t%s (id %d)\n", st.Node, st.ID)
-	fmt.Fprintf(tw, "protocol\t%s\n", st.Protocol)
-	fmt.Fprintf(tw, "role\t%s\n", st.Role)
-	fmt.Fprintf(tw, "leader\t%s\n", leader)
-	fmt.Fprintf(tw, "epoch\t%d\n", st.Epoch)
-	if st.Role == api.RoleLeader && st.LeaseMS > 0 {
-		fmt.Fprintf(tw, "lease\t%dms left\n", st.LeaseMS)
-	}
-	fmt.Fprintf(tw, "members\t%d live\n", st.Members)
-	health := "healthy"
-	if !st.Quorum.Healthy {
-		health = "NOT healthy"
-	}
-	fmt.Fprintf(tw, "quorum\t%d of %d reachable, %s\n", st.Quorum.Reachable, st.Quorum.Voters, health)
-	if st.GossipAddr != "" {
-		fmt.Fprintf(tw, "gossip\t%s\n", st.GossipAddr)
-	}
-	if st.TransportAddr != "" {
-		fmt.Fprintf(tw, "libp2p\t%s\n", st.TransportAddr)
-	}
-	_ = tw.Flush()
+	printStatus(stdout, st)
 	return 0
 }
 
@@ -325,4 +300,40 @@ func resignVia(ctx context.Context, socket string) error {
 	c := client.New(socket)
 	defer c.Close()
 	return c.Resign(ctx)
+}
+
+// printStatus writes the human form of agent status.
+func printStatus(w io.Writer, st api.Status) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	leader := st.Leader
+	if leader == "" {
+		leader = "(none)"
+	}
+	fmt.Fprintf(tw, "node\t%s (id %d)\n", st.Node, st.ID)
+	fmt.Fprintf(tw, "protocol\t%s\n", st.Protocol)
+	fmt.Fprintf(tw, "role\t%s\n", st.Role)
+	if st.LeaderAgeMS > 0 {
+		// An observer is not heartbeated: it reports what gossip told it
+		// and how old that is, never more.
+		fmt.Fprintf(tw, "leader\t%s (learned by gossip, %dms ago)\n", leader, st.LeaderAgeMS)
+	} else {
+		fmt.Fprintf(tw, "leader\t%s\n", leader)
+	}
+	fmt.Fprintf(tw, "epoch\t%d\n", st.Epoch)
+	if st.Role == api.RoleLeader && st.LeaseMS > 0 {
+		fmt.Fprintf(tw, "lease\t%dms left\n", st.LeaseMS)
+	}
+	fmt.Fprintf(tw, "members\t%d live\n", st.Members)
+	health := "healthy"
+	if !st.Quorum.Healthy {
+		health = "NOT healthy"
+	}
+	fmt.Fprintf(tw, "quorum\t%d of %d reachable, %s\n", st.Quorum.Reachable, st.Quorum.Voters, health)
+	if st.GossipAddr != "" {
+		fmt.Fprintf(tw, "gossip\t%s\n", st.GossipAddr)
+	}
+	if st.TransportAddr != "" {
+		fmt.Fprintf(tw, "libp2p\t%s\n", st.TransportAddr)
+	}
+	_ = tw.Flush()
 }

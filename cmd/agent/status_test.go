@@ -91,3 +91,18 @@ func TestStatusConsistentBully(t *testing.T) {
 		t.Errorf("agent status on bully: exit %d, %q", code, stdout)
 	}
 }
+
+// TestStatusTextSaysHowOldAnObserversLeaderIs: an observer learns the
+// leader by gossip, so its human status says so and how old that is; a
+// voter's says nothing of the kind.
+func TestStatusTextSaysHowOldAnObserversLeaderIs(t *testing.T) {
+	var obs, voter strings.Builder
+	printStatus(&obs, api.Status{Node: "n9", ID: 9, Role: api.RoleObserver, Leader: "n1", Epoch: 3, LeaderAgeMS: 1250})
+	if !strings.Contains(obs.String(), "n1 (learned by gossip, 1250ms ago)") {
+		t.Errorf("observer status:\n%s\nwant the leader's age", obs.String())
+	}
+	printStatus(&voter, api.Status{Node: "n2", ID: 2, Role: api.RoleFollower, Leader: "n1", Epoch: 3})
+	if strings.Contains(voter.String(), "gossip,") || !strings.Contains(voter.String(), "leader    n1\n") {
+		t.Errorf("voter status:\n%s\nwant the plain leader line", voter.String())
+	}
+}
