@@ -94,7 +94,7 @@ class Status:
     """
 
     __slots__ = ("node", "id", "protocol", "role", "leader", "epoch", "lease_ms",
-                 "members", "quorum", "asked_at")
+                 "lease_ns", "leader_age_ms", "seq", "members", "quorum", "asked_at")
 
     def __init__(self, d, asked_at):
         self.node = d.get("node", "")
@@ -104,6 +104,13 @@ class Status:
         self.leader = d.get("leader", "")
         self.epoch = int(d.get("epoch", 0))
         self.lease_ms = int(d.get("lease_ms", 0))
+        # lease_ns is exact: a lease under a millisecond has lease_ms 0,
+        # which must not read as "no lease" (older agents send lease_ms only).
+        self.lease_ns = int(d.get("lease_ns", 0))
+        # On an observer: how old its knowledge of leader and epoch is
+        # (learned by gossip); 0 on voters.
+        self.leader_age_ms = int(d.get("leader_age_ms", 0))
+        self.seq = int(d.get("seq", 0))
         self.members = int(d.get("members", 0))
         self.quorum = Quorum(d.get("quorum"))
         self.asked_at = asked_at
@@ -127,9 +134,16 @@ class Status:
         now = time.monotonic() if now is None else now
         if now - self.asked_at > STALE_AFTER:
             return False
-        if self.lease_ms > 0 and now > self.asked_at + self.lease_ms / 1000.0:
+        lease = self.lease()
+        if lease > 0 and now > self.asked_at + lease:
             return False
         return True
+
+    def lease(self):
+        """Seconds of lease left when the question was asked; 0 for none."""
+        if self.lease_ns > 0:
+            return self.lease_ns / 1e9
+        return self.lease_ms / 1000.0
 
     def __repr__(self):
         return "Status(node=%r, role=%r, leader=%r, epoch=%d, lease_ms=%d)" % (

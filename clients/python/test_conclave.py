@@ -347,6 +347,10 @@ class OfflineTest(unittest.TestCase):
         self.assertTrue(st("leader", 0).leads_now(now=100.9))      # bully/ring: no lease
         self.assertFalse(st("leader", 0).leads_now(now=101.5))     # older than STALE_AFTER
         self.assertFalse(st("follower", 200).leads_now(now=100.0))
+        # A lease under a millisecond: lease_ms is 0, lease_ns is exact.
+        short = conclave.Status({"role": "leader", "lease_ms": 0, "lease_ns": 400000, "epoch": 3}, 100.0)
+        self.assertTrue(short.leads_now(now=100.0003))
+        self.assertFalse(short.leads_now(now=100.001))
 
 
 if __name__ == "__main__":
