@@ -2,14 +2,10 @@ package multihost
 
 import (
 	"flag"
-	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
-	"go.uber.org/goleak"
-
+	"github.com/conclave-agent/conclave/internal/agentbin"
 	"github.com/conclave-agent/conclave/internal/netns"
 )
 
@@ -33,28 +29,7 @@ func TestMain(m *testing.M) {
 		agentBin = bin
 		os.Exit(m.Run())
 	}
-	dir, err := os.MkdirTemp("", "conclave-multihost-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "multihost:", err)
-		os.Exit(1)
-	}
-	agentBin = filepath.Join(dir, "agent")
-	build := exec.Command("go", "build", "-o", agentBin, "github.com/conclave-agent/conclave/cmd/agent")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "multihost: building the agent:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "multihost: goroutines leaked:", err)
-			code = 1
-		}
-	}
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(agentbin.Main(m, "multihost", &agentBin))
 }
 
 // needHosts skips the test when namespaces cannot be built here.
