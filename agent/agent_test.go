@@ -18,6 +18,8 @@ import (
 	"github.com/conclave-agent/conclave/internal/loopback"
 	"github.com/conclave-agent/conclave/internal/tcpfwd"
 	"github.com/conclave-agent/conclave/localapi"
+	"github.com/conclave-agent/conclave/protocols"
+	"github.com/conclave-agent/conclave/store"
 )
 
 func TestMain(m *testing.M) { leakcheck.Main(m) }
@@ -401,5 +403,35 @@ func TestAdvertisedTransportAddress(t *testing.T) {
 			t.Fatalf("%s still leads with every forwarder closed: election traffic has another path", first.Leader)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestQuorumCountsTheReplicatedVoters: an agent whose data directory holds
+// the voter configuration [n1 n2 n3] while its file still says ["n1"]
+// (the mismatched-lists mistake) reports a quorum of the configuration
+// the protocol uses — 1 of 3, not healthy — not "1 of 1, healthy".
+func TestQuorumCountsTheReplicatedVoters(t *testing.T) {
+	tc := newTestCluster(t, 1, config.ProtocolMajority, "")
+	cfg, err := protocols.NewConfiguration(1, 1, []string{"n1", "n2", "n3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.Open(tc.cfgs[0].Node.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(protocols.HardState{Term: 1, Config: cfg, ConfigCommitted: true}); err != nil {
+		t.Fatal(err)
+	}
+	tc.startAll()
+	tc.eventuallyStatus(t, 10*time.Second, func(_ int, st api.Status) bool {
+		return st.Quorum.Voters == 3
+	})
+	st, err := tc.status(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Quorum.Voters != 3 || st.Quorum.Reachable != 1 || st.Quorum.Healthy || st.Role == api.RoleLeader {
+		t.Errorf("status %+v: want 1 of 3 voters reachable, not healthy, not leading", st)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/conclave-agent/conclave/api"
-	"github.com/conclave-agent/conclave/config"
 	"github.com/conclave-agent/conclave/membership"
 	"github.com/conclave-agent/conclave/protocols"
 )
@@ -62,14 +61,14 @@ func (a *Agent) status(now protocols.Time) api.Status {
 			}
 		}
 	}
-	if a.cfg.Election.Protocol == config.ProtocolMajority {
-		out.Quorum.Voters = len(a.cfg.Election.Voters)
-		for _, v := range a.cfg.Election.Voters {
-			if m, ok := a.members[v]; v == a.self.Name || (ok && reached(m)) {
-				out.Quorum.Reachable++
-			}
-		}
-		out.Quorum.Healthy = out.Quorum.Reachable >= out.Quorum.Voters/2+1
+	if !st.Config.IsZero() {
+		// The protocol's own (replicated) voter configuration, not the
+		// config file's list, which only seeds a new cluster and may
+		// disagree with it.
+		out.Quorum.Voters, out.Quorum.Reachable, out.Quorum.Healthy = st.Config.Quorum(func(v string) bool {
+			m, ok := a.members[v]
+			return v == a.self.Name || (ok && reached(m))
+		})
 	} else {
 		out.Quorum.Voters = out.Members
 		out.Quorum.Reachable = 1 + others

@@ -122,6 +122,23 @@ func (c Configuration) Has(name string) bool {
 	return false
 }
 
+// QuorumSize is how many of n voters make a majority.
+func QuorumSize(n int) int { return n/2 + 1 }
+
+// Quorum counts the voters of c for which reach is true and says whether
+// they make a majority of c. Drivers report quorum health with it instead of
+// re-deriving the arithmetic, and from the configuration the protocol uses,
+// not from a configuration file that may disagree with it.
+func (c Configuration) Quorum(reach func(name string) bool) (voters, reachable int, healthy bool) {
+	for v := range strings.SplitSeq(c.Voters, ",") {
+		if v != "" && reach(v) {
+			reachable++
+		}
+	}
+	voters = c.Len()
+	return voters, reachable, voters > 0 && reachable >= QuorumSize(voters)
+}
+
 // Compare orders configurations by version, (Term, Index): Raft's "last log
 // term, then last log index" comparison. It returns -1, 0 or +1.
 func (c Configuration) Compare(o Configuration) int {

@@ -61,3 +61,32 @@ func TestCheckHardStateConfiguration(t *testing.T) {
 		}
 	}
 }
+
+func TestConfigurationQuorum(t *testing.T) {
+	c, err := NewConfiguration(1, 2, []string{"n1", "n2", "n3", "n4", "n5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := map[string]bool{"n1": true, "n3": true}
+	reach := func(v string) bool { return up[v] }
+	if v, r, ok := c.Quorum(reach); v != 5 || r != 2 || ok {
+		t.Errorf("2 of 5: got %d of %d healthy=%v", r, v, ok)
+	}
+	up["n5"] = true
+	if v, r, ok := c.Quorum(reach); v != 5 || r != 3 || !ok {
+		t.Errorf("3 of 5: got %d of %d healthy=%v", r, v, ok)
+	}
+	// A member outside the configuration never counts.
+	up["n9"] = true
+	if _, r, _ := c.Quorum(reach); r != 3 {
+		t.Errorf("n9 is no voter, yet counted: %d reachable", r)
+	}
+	if v, r, ok := (Configuration{}).Quorum(func(string) bool { return true }); v != 0 || r != 0 || ok {
+		t.Errorf("empty configuration: got %d of %d healthy=%v", r, v, ok)
+	}
+	for n, want := range map[int]int{1: 1, 2: 2, 3: 2, 4: 3, 5: 3} {
+		if got := QuorumSize(n); got != want {
+			t.Errorf("QuorumSize(%d) = %d, want %d", n, got, want)
+		}
+	}
+}
