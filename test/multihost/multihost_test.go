@@ -156,11 +156,17 @@ func TestVanishedHost(t *testing.T) {
 		}
 		return false, "no \"closing it as half-open\" in the survivors' logs"
 	})
+	// One survivor closing its connection says nothing of when the other's
+	// reachability window ends: wait for each (it must, within waitFor's
+	// bound, or the test fails).
 	for _, h := range rest {
-		st, err := h.status()
-		if err != nil || st.Quorum.Reachable != 2 || !st.Quorum.Healthy {
-			t.Errorf("%s while %s is unplugged: quorum %+v, %v; want 2 of 3 reachable, healthy", h.name, gone.name, st.Quorum, err)
-		}
+		waitFor(t, h.name+" to report 2 of 3 reachable while "+gone.name+" is unplugged", func() (bool, string) {
+			st, err := h.status()
+			if err != nil {
+				return false, err.Error()
+			}
+			return st.Quorum.Reachable == 2 && st.Quorum.Healthy, fmt.Sprintf("quorum %+v", st.Quorum)
+		})
 	}
 	plugged := time.Now()
 	if err := c.net.Plug(context.Background(), gone.name); err != nil {
