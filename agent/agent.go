@@ -14,11 +14,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,15 +27,14 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/conclave-agent/conclave/config"
+	"github.com/conclave-agent/conclave/core"
 	"github.com/conclave-agent/conclave/internal/netaddr"
 	"github.com/conclave-agent/conclave/internal/ratelog"
 	"github.com/conclave-agent/conclave/localapi"
 	"github.com/conclave-agent/conclave/membership"
 	"github.com/conclave-agent/conclave/phi"
 	"github.com/conclave-agent/conclave/protocols"
-	"github.com/conclave-agent/conclave/protocols/bully"
-	"github.com/conclave-agent/conclave/protocols/majority"
-	"github.com/conclave-agent/conclave/protocols/ring"
+	"github.com/conclave-agent/conclave/protocols/observe"
 	"github.com/conclave-agent/conclave/store"
 	"github.com/conclave-agent/conclave/transport"
 )
@@ -88,7 +85,8 @@ type Agent struct {
 	store   *store.Store
 	tr      transport.Transport
 	cluster membership.Cluster
-	proto   protocols.Protocol
+	core    *core.Node
+	gossip  membership.Gossiper // nil when the cluster does not gossip
 	self    protocols.Member
 	// gossipAddr and peerAddr are the addresses published to peers (empty
 	// when tests replace gossip or the transport).
@@ -96,23 +94,10 @@ type Agent struct {
 
 	// snapshot is the loop's latest status, read by socket requests
 	// without a trip through the loop.
-	snapshot atomic.Pointer[statusSnapshot]
+	snapshot atomic.Pointer[core.Snapshot]
 
 	// Loop-owned state.
-	members   map[string]membership.Member
-	byID      map[protocols.ID]string
-	detectors map[protocols.ID]*phi.Detector
-	suspected map[protocols.ID]bool
-	// suspectAt caches each detector's SuspectAt until its next heartbeat.
-	suspectAt map[protocols.ID]protocols.Time
-	// refused holds live members refused for claiming an id another
-	// member holds, by name; they are admitted once the id is free.
-	refused  map[string]membership.Member
-	lastView view
-	viewSeq  uint64 // views published so far: api.Status.Seq
-	confirms []*confirmWait
-	stats    loopStats
-	obs      observers
+	confirms map[uint64][]chan error // consistent reads by token
 	// ceilingLog limits the warnings for terms and epochs beyond the
 	// ceiling: a hostile member may send them without end.
 	ceilingLog *ratelog.Limiter
@@ -127,17 +112,6 @@ type Agent struct {
 	listener net.Listener
 }
 
-// loopStats are the loop's counters, read by /metrics through the loop.
-type loopStats struct {
-	leaderChanges    uint64
-	electionsStarted uint64
-	electionsWon     uint64
-	sent             map[protocols.MessageKind]uint64
-	received         map[protocols.MessageKind]uint64
-	stepErrors       uint64
-	beyondCeiling    uint64 // messages refused by the term/epoch ceiling
-}
-
 // New builds an agent from a validated configuration: it locks the data
 // directory, restores the persisted state, starts the transport and joins
 // gossip. Nothing runs until Run.
@@ -147,27 +121,20 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 		lg = zap.NewNop()
 	}
 	a := &Agent{
-		cfg:       cfg,
-		log:       lg,
-		start:     time.Now(),
-		members:   make(map[string]membership.Member),
-		byID:      make(map[protocols.ID]string),
-		detectors: make(map[protocols.ID]*phi.Detector),
-		suspected: make(map[protocols.ID]bool),
-		suspectAt: make(map[protocols.ID]protocols.Time),
-		refused:   make(map[string]membership.Member),
-		requests:  make(chan func()),
-		hub:       localapi.NewHub(watchBuffer),
-		loopDone:  make(chan struct{}),
-		killed:    make(chan struct{}),
+		cfg:      cfg,
+		log:      lg,
+		start:    time.Now(),
+		confirms: make(map[uint64][]chan error),
+		requests: make(chan func()),
+		hub:      localapi.NewHub(watchBuffer),
+		loopDone: make(chan struct{}),
+		killed:   make(chan struct{}),
 		self: protocols.Member{
 			ID:    protocols.ID(cfg.Node.ID),
 			Name:  cfg.Node.Name,
-			Voter: isVoter(cfg),
+			Voter: core.IsVoter(cfg.Election.Protocol, cfg.Election.Voters, cfg.Node.Name),
 		},
 	}
-	a.stats.sent = make(map[protocols.MessageKind]uint64)
-	a.stats.received = make(map[protocols.MessageKind]uint64)
 	defer func() {
 		if err != nil {
 			a.closeAll()
@@ -267,10 +234,10 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 		a.gossipAddr = ml.LocalAddr()
 	}
 
-	if a.proto, err = newProtocol(cfg, a.self, hs, a.now(), lg.Named("election")); err != nil {
-		return nil, err
+	a.gossip, _ = a.cluster.(membership.Gossiper)
+	if a.core, err = core.New(a.coreConfig(hs, peerAddr)); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
 	}
-	a.initObservers()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metricsCollector{a}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -297,10 +264,6 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 	return a, nil
 }
 
-func isVoter(cfg config.Config) bool {
-	return cfg.Election.Protocol != config.ProtocolMajority || slices.Contains(cfg.Election.Voters, cfg.Node.Name)
-}
-
 func clusterKey(cfg config.Config) ([]byte, error) {
 	if cfg.Gossip.Key == "" {
 		return nil, nil
@@ -312,43 +275,41 @@ func clusterKey(cfg config.Config) ([]byte, error) {
 	return key, nil
 }
 
-// newProtocol builds the configured election.
-func newProtocol(cfg config.Config, self protocols.Member, hs protocols.HardState, now protocols.Time, lg *zap.Logger) (protocols.Protocol, error) {
-	seed := uint64(time.Now().UnixNano()) ^ uint64(self.ID)<<32
-	rng := rand.New(rand.NewPCG(seed, uint64(os.Getpid())))
-	plog := zapLogger{lg.Sugar()}
-	members := []protocols.Member{self}
-	et := cfg.Election.ElectionTimeout.Std()
-	hb := cfg.Detector.HeartbeatInterval.Std()
-	var (
-		p   protocols.Protocol
-		err error
-	)
-	switch cfg.Election.Protocol {
-	case config.ProtocolMajority:
-		p, err = majority.New(majority.Config{
-			ID: self.ID, Members: members, Voters: cfg.Election.Voters,
-			ElectionTimeout: et, HeartbeatInterval: hb,
-			PreVote: cfg.Election.PreVote, CheckQuorum: cfg.Election.CheckQuorum,
-			MaxClockDrift: maxClockDrift, HardState: hs, Now: now, Rand: rng, Logger: plog,
-		})
-	case config.ProtocolBully:
-		p, err = bully.New(bully.Config{
-			ID: self.ID, Members: members, ElectionTimeout: et, HeartbeatInterval: hb,
-			NoPreempt: !cfg.Election.Preempt, HardState: hs, Now: now, Rand: rng, Logger: plog,
-		})
-	case config.ProtocolRing:
-		p, err = ring.New(ring.Config{
-			ID: self.ID, Members: members, ElectionTimeout: et, HeartbeatInterval: hb,
-			Algorithm: cfg.Election.RingAlgorithm, HardState: hs, Now: now, Rand: rng, Logger: plog,
-		})
-	default:
-		err = fmt.Errorf("unknown protocol %q", cfg.Election.Protocol)
+// coreConfig maps the configuration onto the core's.
+func (a *Agent) coreConfig(hs protocols.HardState, peerAddr string) core.Config {
+	cfg := a.cfg
+	seed := uint64(time.Now().UnixNano()) ^ uint64(a.self.ID)<<32
+	d := cfg.Detector
+	return core.Config{
+		Election: core.ProtocolSpec{
+			Protocol:          cfg.Election.Protocol,
+			RingAlgorithm:     cfg.Election.RingAlgorithm,
+			Self:              a.self,
+			Voters:            cfg.Election.Voters,
+			ElectionTimeout:   cfg.Election.ElectionTimeout.Std(),
+			HeartbeatInterval: d.HeartbeatInterval.Std(),
+			PreVote:           cfg.Election.PreVote,
+			CheckQuorum:       cfg.Election.CheckQuorum,
+			Preempt:           cfg.Election.Preempt,
+			MaxClockDrift:     maxClockDrift,
+			HardState:         hs,
+			Now:               a.now(),
+			Rand:              core.NewRand(seed, uint64(os.Getpid())),
+			Logger:            zapLogger{a.log.Named("election").Sugar()},
+		},
+		Detector: phi.Config{
+			Threshold:              d.Threshold,
+			MaxSamples:             d.MaxSamples,
+			MinStdDev:              d.MinStdDev.Std(),
+			AcceptablePause:        d.AcceptablePause.Std(),
+			FirstHeartbeatEstimate: d.HeartbeatInterval.Std(),
+		},
+		Gossip:        a.gossip != nil,
+		Reachable:     a.tr.Reachable,
+		GossipAddr:    a.gossipAddr,
+		TransportAddr: peerAddr,
+		Logger:        a.log.Sugar(),
 	}
-	if err != nil {
-		return nil, fmt.Errorf("agent: election: %w", err)
-	}
-	return p, nil
 }
 
 // zapLogger adapts zap to protocols.Logger.
@@ -365,7 +326,10 @@ func (a *Agent) now() protocols.Time { return protocols.Time(time.Since(a.start)
 // shutdown and an error when the agent had to stop (a failed fsync).
 func (a *Agent) Run(ctx context.Context) error {
 	defer a.closeAll()
-	a.publish() // watchers connecting now get the state first
+	// Watchers connecting now get the state first.
+	if err := a.handleReady(); err != nil {
+		return err
+	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- a.srv.Serve(a.listener) }()
 
@@ -414,15 +378,18 @@ func (a *Agent) Subscribe() *localapi.Subscription { return a.hub.Subscribe() }
 func (a *Agent) SocketPath() string { return a.cfg.API.Socket }
 
 // loop is the agent's one event loop. Between inputs it sleeps on wake
-// until the next timer anything has armed (see nextWake), so an idle agent
-// wakes for heartbeats and due timers, not for a fixed-rate clock.
+// until the next timer the core has armed (core.Node.NextWake), so an idle
+// agent wakes for heartbeats and due timers, not for a fixed-rate clock.
 func (a *Agent) loop(ctx context.Context, wake *time.Timer, serveErr <-chan error) error {
 	if err := a.handleReady(); err != nil {
 		return err
 	}
 	events := a.cluster.Events()
 	inbound := a.tr.Inbound()
-	gossiped := a.gossiped()
+	var gossiped <-chan []byte
+	if a.gossip != nil {
+		gossiped = a.gossip.Gossiped()
+	}
 	for {
 		wake.Reset(a.nextWake(a.now()))
 		select {
@@ -431,11 +398,11 @@ func (a *Agent) loop(ctx context.Context, wake *time.Timer, serveErr <-chan erro
 		case <-a.killed:
 			return errKilled
 		case <-wake.C:
-			now := a.now()
-			a.proto.Tick(now)
-			a.checkDetectors(now)
+			a.core.Tick(a.now())
 		case b := <-gossiped:
-			a.learn(b)
+			if err := a.core.Gossiped(a.now(), b); err != nil {
+				a.log.Debug("ignoring gossiped message", zap.Error(err))
+			}
 		case m, ok := <-inbound:
 			if !ok {
 				return errors.New("agent: transport closed")
@@ -445,7 +412,11 @@ func (a *Agent) loop(ctx context.Context, wake *time.Timer, serveErr <-chan erro
 			if !ok {
 				return errors.New("agent: membership closed")
 			}
-			a.membershipEvent(ev)
+			if ev.Kind == membership.EventResync {
+				a.core.Resync(a.now(), a.cluster.Members())
+			} else {
+				a.core.ApplyMember(a.now(), ev.Member)
+			}
 		case req := <-a.requests:
 			req()
 		case err := <-serveErr:
@@ -457,13 +428,22 @@ func (a *Agent) loop(ctx context.Context, wake *time.Timer, serveErr <-chan erro
 	}
 }
 
+// nextWake is how long the loop may sleep before the core needs a Tick.
+func (a *Agent) nextWake(now protocols.Time) time.Duration {
+	next, ok := a.core.NextWake(now, maxSleep)
+	if !ok {
+		return tickInterval
+	}
+	return max(next.Sub(now), minSleep)
+}
+
 // handover asks a leader to transfer leadership and keeps the loop running
 // until it no longer leads or handoverTimeout passes.
 func (a *Agent) handover(tick <-chan time.Time) {
-	if a.proto.Status(a.now()).Role != protocols.Leader {
+	if a.core.ProtocolStatus(a.now()).Role != protocols.Leader {
 		return
 	}
-	if err := a.proto.Resign(a.now()); err != nil {
+	if err := a.core.Resign(a.now()); err != nil {
 		// A clean shutdown logs no error field: the usual reason here
 		// (a single voter, or no other voter reachable) is not a fault.
 		if errors.Is(err, protocols.ErrNoTransferTarget) {
@@ -481,7 +461,7 @@ func (a *Agent) handover(tick <-chan time.Time) {
 			a.log.Warn("during handover", zap.Error(err))
 			return
 		}
-		st := a.proto.Status(a.now())
+		st := a.core.ProtocolStatus(a.now())
 		if st.Leader != a.self.ID && st.Leader != protocols.None {
 			return
 		}
@@ -490,7 +470,7 @@ func (a *Agent) handover(tick <-chan time.Time) {
 			a.log.Warn("leadership handover timed out")
 			return
 		case <-tick:
-			a.proto.Tick(a.now())
+			a.core.Tick(a.now())
 		case m, ok := <-inbound:
 			if !ok {
 				return
@@ -521,10 +501,11 @@ func (a *Agent) closeAll() {
 	}
 }
 
-// handleReady applies the driver contract: persist, send, announce, advance.
+// handleReady carries out the core's Ready in the driver contract's order:
+// persist, send, change peers, gossip, publish, answer; then advance.
 func (a *Agent) handleReady() error {
-	for a.proto.HasReady() {
-		rd := a.proto.Ready()
+	for a.core.HasReady() {
+		rd := a.core.Ready()
 		if rd.HardState != nil {
 			if err := a.store.Save(*rd.HardState); err != nil {
 				// Sending now could break a promise a vote made; stop.
@@ -532,188 +513,54 @@ func (a *Agent) handleReady() error {
 			}
 		}
 		for _, m := range rd.Messages {
-			if !a.fastPath(m) {
-				continue
-			}
-			a.stats.sent[m.Kind]++
 			a.tr.Send(m.To, m)
 		}
-		if ss := rd.SoftState; ss != nil {
-			a.log.Debug("soft state", zap.Stringer("role", ss.Role), zap.Uint64("leader", uint64(ss.Leader)), zap.Uint64("epoch", ss.Epoch))
+		for _, p := range rd.Peers {
+			if p.Remove {
+				a.tr.RemovePeer(p.ID)
+				continue
+			}
+			if err := a.tr.SetPeer(p.ID, p.PeerID, p.PeerAddr); err != nil {
+				a.log.Warn("cannot admit member", zap.String("member", p.Name), zap.Error(err))
+			}
 		}
-		a.proto.Advance(rd)
+		for _, ann := range rd.Announcements {
+			a.gossipAnnouncement(ann)
+		}
+		if rd.Status != nil {
+			a.hub.Publish(*rd.Status)
+		}
+		for _, c := range rd.Confirmations {
+			a.settleConfirm(c)
+		}
+		a.core.Advance(rd)
 	}
-	a.publish()
-	a.announce(a.now())
-	a.checkConfirms()
 	a.storeSnapshot()
 	return nil
 }
 
-// receive feeds a peer's message to the detector and the protocol.
+// receive feeds a peer's message to the core.
 func (a *Agent) receive(m protocols.Message) {
-	now := a.now()
-	if _, known := a.byID[m.From]; !known {
-		a.stats.stepErrors++
-		a.log.Debug("message from a node gossip has not introduced", zap.Uint64("from", uint64(m.From)), zap.Stringer("kind", m.Kind))
-		return
-	}
-	a.stats.received[m.Kind]++
-	if m.Kind == protocols.MsgHeartbeat || m.Kind == protocols.MsgHeartbeatResp {
-		a.heard(now, m.From)
-	}
-	if err := a.proto.Step(now, m); err != nil {
-		a.stats.stepErrors++
-		if errors.Is(err, protocols.ErrBeyondCeiling) {
-			a.refusedBeyondCeiling(m, err)
-			return
-		}
+	err := a.core.Step(a.now(), m)
+	switch {
+	case err == nil:
+	case errors.Is(err, protocols.ErrBeyondCeiling):
+		a.warnBeyondCeiling(m, err)
+	default:
 		a.log.Debug("message refused", zap.Stringer("msg", m), zap.Error(err))
 	}
 }
 
-// membershipEvent turns gossip changes into transport peers and protocol
-// membership input.
-func (a *Agent) membershipEvent(ev membership.Event) {
-	if ev.Kind == membership.EventResync {
-		for _, m := range a.cluster.Members() {
-			a.applyMember(m)
-		}
+// gossipAnnouncement gossips a leader announcement; each transmission
+// carries its age at the moment it leaves.
+func (a *Agent) gossipAnnouncement(ann observe.Announcement) {
+	if a.gossip == nil {
 		return
 	}
-	a.applyMember(ev.Member)
-}
-
-func (a *Agent) applyMember(m membership.Member) {
-	if m.Name == a.self.Name {
-		return
-	}
-	now := a.now()
-	prev, known := a.members[m.Name]
-	if m.State == membership.StateReaped {
-		a.forgetMember(now, prev, known)
-		a.admitRefused(now, prev.ID)
-		return
-	}
-	a.members[m.Name] = m
-	if known && a.byID[prev.ID] == m.Name && (prev.ID != m.ID || prev.PeerID != m.PeerID) {
-		// Back with another id or another libp2p identity: the old one
-		// is gone for good. Without this its transport peer kept the
-		// peer id, the new id was refused as taken, and the member was
-		// shut out until every other agent restarted.
-		a.log.Info("member changed identity", zap.String("member", m.Name),
-			zap.Uint64("old_id", uint64(prev.ID)), zap.Uint64("id", uint64(m.ID)),
-			zap.String("old_peer_id", prev.PeerID), zap.String("peer_id", m.PeerID))
-		a.dropID(now, prev.ID)
-		a.admitRefused(now, prev.ID)
-		known = false
-	}
-	switch m.State {
-	case membership.StateAlive, membership.StateSuspect:
-		if m.ID == protocols.None {
-			return
-		}
-		if a.refuseDuplicate(m) {
-			return
-		}
-		delete(a.refused, m.Name)
-		a.byID[m.ID] = m.Name
-		if m.PeerID != "" && (!known || prev.PeerID != m.PeerID || prev.PeerAddr != m.PeerAddr || prev.State != m.State) {
-			if err := a.tr.SetPeer(m.ID, m.PeerID, m.PeerAddr); err != nil {
-				a.log.Warn("cannot admit member", zap.String("member", m.Name), zap.Error(err))
-			}
-		}
-		if !known || prev.State == membership.StateDead || prev.State == membership.StateLeft {
-			a.log.Info("member up", zap.String("member", m.Name), zap.Uint64("id", uint64(m.ID)))
-			a.proto.MemberUp(now, m.ProtocolMember())
-		}
-	case membership.StateDead, membership.StateLeft:
-		if _, refused := a.refused[m.Name]; refused {
-			delete(a.refused, m.Name)
-			return
-		}
-		if a.byID[m.ID] != m.Name {
-			return
-		}
-		a.log.Info("member down", zap.String("member", m.Name), zap.Stringer("state", m.State))
-		a.proto.MemberDown(now, m.ID)
-		a.forgetDetector(now, m.ID)
-		if m.State == membership.StateLeft {
-			// It said goodbye: stop its sender and refuse its streams.
-			// A dead member keeps its peer, since it may be only
-			// partitioned away; it is removed when gossip reaps it.
-			a.tr.RemovePeer(m.ID)
-		}
-		a.admitRefused(now, m.ID)
-	}
-}
-
-// refuseDuplicate refuses m, loudly, when another live member (or this
-// agent) already holds its id: two agents with one id make every protocol
-// misbehave (an observer was reported leader, the real holder of the id
-// was cut off), so the one that came second stays out until the first is
-// gone. Every agent logs the refusal once per conflict.
-func (a *Agent) refuseDuplicate(m membership.Member) bool {
-	holder, holderAddr := "", ""
-	switch owner, ok := a.byID[m.ID]; {
-	case m.ID == a.self.ID:
-		holder, holderAddr = a.self.Name+" (this agent)", a.gossipAddr
-	case ok && owner != m.Name:
-		if o, live := a.members[owner]; live && (o.State == membership.StateAlive || o.State == membership.StateSuspect) {
-			holder, holderAddr = owner, o.Addr
-		}
-	}
-	if holder == "" {
-		return false
-	}
-	if prev, logged := a.refused[m.Name]; !logged || prev.ID != m.ID || prev.Addr != m.Addr {
-		a.log.Error("refusing a member that claims an id another agent holds; give every agent its own node.id",
-			zap.Uint64("id", uint64(m.ID)),
-			zap.String("member", m.Name), zap.String("member_addr", m.Addr),
-			zap.String("holder", holder), zap.String("holder_addr", holderAddr))
-	}
-	a.refused[m.Name] = m
-	return true
-}
-
-// admitRefused admits a member refused for claiming id, now that id is
-// free.
-func (a *Agent) admitRefused(now protocols.Time, id protocols.ID) {
-	for name, r := range a.refused {
-		if r.ID != id {
-			continue
-		}
-		delete(a.refused, name)
-		if m, ok := a.members[name]; ok && m.ID == id {
-			a.log.Info("admitting a member refused before: the id it claims is free now", zap.String("member", name), zap.Uint64("id", uint64(id)))
-			a.applyMember(m)
-		}
-		return
-	}
-}
-
-// dropID forgets everything kept under a member id that no longer exists:
-// its transport peer (sender goroutine, queue, connections), detector and
-// suspicion, and tells the protocol it is gone.
-func (a *Agent) dropID(now protocols.Time, id protocols.ID) {
-	if id == protocols.None {
-		return
-	}
-	delete(a.byID, id)
-	a.tr.RemovePeer(id)
-	a.proto.MemberDown(now, id)
-	a.forgetDetector(now, id)
-}
-
-// forgetMember drops a member gossip has reaped (dead or left long enough
-// ago): nothing of it stays, so churn cannot grow the agent's state.
-func (a *Agent) forgetMember(now protocols.Time, prev membership.Member, known bool) {
-	if !known {
-		return
-	}
-	delete(a.members, prev.Name)
-	delete(a.refused, prev.Name)
-	if a.byID[prev.ID] == prev.Name {
-		a.dropID(now, prev.ID)
-	}
+	held := time.Now()
+	a.gossip.Gossip(func() []byte {
+		c := ann
+		c.Age += time.Since(held)
+		return c.Append(nil)
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/conclave-agent/conclave/api"
+	"github.com/conclave-agent/conclave/core"
 	"github.com/conclave-agent/conclave/localapi"
 	"github.com/conclave-agent/conclave/protocols"
 )
@@ -45,42 +46,21 @@ func (b backend) Status(ctx context.Context, consistent bool) (api.Status, error
 		return st, nil
 	}
 	var st api.Status
-	err := b.a.do(ctx, func() { st = b.a.status(b.a.now()) })
+	err := b.a.do(ctx, func() { st = b.a.core.Status(b.a.now()) })
 	return st, err
 }
 
-// statusSnapshot is the loop's latest answer to GET /v1/status, published
-// after every input so that the socket can answer without queueing behind
-// the loop: status is the endpoint local processes poll.
-type statusSnapshot struct {
-	st         api.Status
-	leaseUntil protocols.Time // majority's lease; 0 without one
-	// origin is when the leader made the claim an observer reports
-	// (learned: the status comes from gossip), so that its age is
-	// computed at request time.
-	origin  protocols.Time
-	learned bool
-}
-
-// storeSnapshot publishes the current status. It runs on the loop after
-// every input, the same moments at which a request through the loop would
-// have been answered.
+// storeSnapshot publishes the current status for loadSnapshot. It runs on
+// the loop after every input, the same moments at which a request through
+// the loop would have been answered; status is the endpoint local
+// processes poll, so it must not queue behind the loop.
 func (a *Agent) storeSnapshot() {
-	now := a.now()
-	st := a.status(now)
-	snap := &statusSnapshot{st: st}
-	if _, origin, learned := a.electionStatus(now); learned {
-		snap.origin, snap.learned = origin, true
-	}
-	if st.Role == api.RoleLeader {
-		snap.leaseUntil = a.proto.Status(now).LeaseUntil
-	}
-	a.snapshot.Store(snap)
+	snap := a.core.Snapshot(a.now())
+	a.snapshot.Store(&snap)
 }
 
 // loadSnapshot answers a status request from the latest snapshot, at the
-// time of the request: a leader whose lease has run out since is reported
-// as no leader at all, as the protocol itself would (docs/design.md §1.4).
+// time of the request (core.Snapshot.At).
 func (a *Agent) loadSnapshot() (api.Status, bool) {
 	select {
 	case <-a.loopDone:
@@ -91,31 +71,18 @@ func (a *Agent) loadSnapshot() (api.Status, bool) {
 	if snap == nil {
 		return api.Status{}, false
 	}
-	st := snap.st
-	if snap.learned {
-		st.LeaderAgeMS = a.now().Sub(snap.origin).Milliseconds()
-	}
-	if snap.leaseUntil != 0 {
-		now := a.now()
-		if now >= snap.leaseUntil {
-			st.Role, st.Leader, st.LeaseMS, st.LeaseNS = api.RoleFollower, "", 0, 0
-		} else {
-			st.LeaseMS = snap.leaseUntil.Sub(now).Milliseconds()
-			st.LeaseNS = int64(snap.leaseUntil.Sub(now))
-		}
-	}
-	return st, true
+	return snap.At(a.now()), true
 }
 
 func (b backend) Members(ctx context.Context) ([]api.Member, error) {
 	var out []api.Member
-	err := b.a.do(ctx, func() { out = b.a.memberList(b.a.now()) })
+	err := b.a.do(ctx, func() { out = b.a.core.Members(b.a.now(), b.a.selfAddr()) })
 	return out, err
 }
 
 func (b backend) Resign(ctx context.Context) error {
 	var err error
-	if doErr := b.a.do(ctx, func() { err = b.a.proto.Resign(b.a.now()) }); doErr != nil {
+	if doErr := b.a.do(ctx, func() { err = b.a.core.Resign(b.a.now()) }); doErr != nil {
 		return doErr
 	}
 	// The server names the request ("resign: …"); these say why and what
@@ -135,75 +102,74 @@ func (b backend) Health(ctx context.Context) error {
 	return b.a.do(ctx, func() {})
 }
 
-// confirmWait is a consistent read waiting for its quorum round.
-type confirmWait struct {
-	token    uint64
-	deadline protocols.Time
-	done     chan error
-}
-
 // consistentStatus confirms leadership with a fresh quorum round before
 // answering (majority only). A follower answers at once: it makes no claim
 // that needs confirming.
 func (a *Agent) consistentStatus(ctx context.Context) (api.Status, error) {
-	confirmer, ok := a.proto.(protocols.Confirmer)
-	if !ok {
-		return api.Status{}, fmt.Errorf("%w: protocol %q has no quorum to confirm leadership with; only majority does", localapi.ErrConsistentUnsupported, a.cfg.Election.Protocol)
-	}
 	var (
-		wait *confirmWait
-		st   api.Status
+		st    api.Status
+		done  chan error
+		cfErr error
 	)
+	timeout := a.cfg.Election.ElectionTimeout.Std()
 	err := a.do(ctx, func() {
 		now := a.now()
-		st = a.status(now)
-		if st.Role != api.RoleLeader {
-			return
-		}
-		token, err := confirmer.ConfirmLeadership(now)
+		token, wait, err := a.core.ConfirmLeadership(now, timeout)
 		if err != nil {
-			st = a.status(now)
+			cfErr = err
 			return
 		}
-		wait = &confirmWait{token: token, deadline: now.Add(a.cfg.Election.ElectionTimeout.Std()), done: make(chan error, 1)}
-		a.confirms = append(a.confirms, wait)
+		if !wait {
+			st = a.core.Status(now)
+			return
+		}
+		done = make(chan error, 1)
+		a.confirms[token] = append(a.confirms[token], done)
 	})
-	if err != nil || wait == nil {
-		return st, err
+	switch {
+	case err != nil:
+		return api.Status{}, err
+	case errors.Is(cfErr, core.ErrConfirmUnsupported):
+		return api.Status{}, fmt.Errorf("%w: protocol %q has no quorum to confirm leadership with; only majority does", localapi.ErrConsistentUnsupported, a.cfg.Election.Protocol)
+	case cfErr != nil:
+		return api.Status{}, fmt.Errorf("%w: %v", localapi.ErrUnavailable, cfErr)
+	case done == nil:
+		return st, nil
 	}
 	select {
-	case err := <-wait.done:
+	case err := <-done:
 		if err != nil {
 			return api.Status{}, err
 		}
 	case <-ctx.Done():
 		return api.Status{}, fmt.Errorf("consistent status: %w", ctx.Err())
 	}
-	err = a.do(ctx, func() { st = a.status(a.now()) })
+	err = a.do(ctx, func() { st = a.core.Status(a.now()) })
 	return st, err
 }
 
-// checkConfirms settles consistent reads after each input.
-func (a *Agent) checkConfirms() {
-	if len(a.confirms) == 0 {
-		return
+// settleConfirm answers the consistent reads waiting on a quorum round.
+func (a *Agent) settleConfirm(c core.Confirmation) {
+	var err error
+	switch {
+	case errors.Is(c.Err, core.ErrConfirmTimeout):
+		err = fmt.Errorf("%w: no quorum confirmed leadership within %v", localapi.ErrUnavailable, a.cfg.Election.ElectionTimeout.Std())
+	case c.Err != nil:
+		err = fmt.Errorf("%w: %v", localapi.ErrUnavailable, c.Err)
 	}
-	confirmer := a.proto.(protocols.Confirmer)
-	now := a.now()
-	kept := a.confirms[:0]
-	for _, w := range a.confirms {
-		switch {
-		case confirmer.Confirmed(w.token):
-			w.done <- nil
-		case now >= w.deadline:
-			w.done <- fmt.Errorf("%w: no quorum confirmed leadership within %v", localapi.ErrUnavailable, a.cfg.Election.ElectionTimeout.Std())
-		case a.proto.Status(now).Role != protocols.Leader:
-			w.done <- fmt.Errorf("%w: lost leadership while confirming it", localapi.ErrUnavailable)
-		default:
-			kept = append(kept, w)
+	for _, done := range a.confirms[c.Token] {
+		done <- err
+	}
+	delete(a.confirms, c.Token)
+}
+
+func (a *Agent) selfAddr() string {
+	for _, m := range a.cluster.Members() {
+		if m.Name == a.self.Name {
+			return m.Addr
 		}
 	}
-	a.confirms = kept
+	return a.cfg.Gossip.Bind
 }
 
 // unavailableError is a 503 whose text is the reason alone: "agent

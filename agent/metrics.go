@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/conclave-agent/conclave/api"
+	"github.com/conclave-agent/conclave/core"
 	"github.com/conclave-agent/conclave/internal/ratelog"
 	"github.com/conclave-agent/conclave/membership"
 	"github.com/conclave-agent/conclave/protocols"
@@ -55,7 +56,7 @@ func (c metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 
 type metricsSnapshot struct {
 	status    api.Status
-	stats     loopStats
+	stats     core.Stats
 	leaderPhi float64
 }
 
@@ -66,13 +67,9 @@ func (c metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	err := a.do(ctx, func() {
 		now := a.now()
-		snap.status = a.status(now)
-		snap.stats = a.stats
-		snap.stats.sent = copyCounts(a.stats.sent)
-		snap.stats.received = copyCounts(a.stats.received)
-		if st := a.proto.Status(now); st.Leader != protocols.None && st.Leader != a.self.ID {
-			snap.leaderPhi, _ = a.phiOf(now, st.Leader)
-		}
+		snap.status = a.core.Status(now)
+		snap.stats = a.core.Stats()
+		snap.leaderPhi = a.core.LeaderPhi(now)
 	})
 	if err != nil {
 		return // the loop has stopped: no election metrics to give
@@ -88,15 +85,15 @@ func (c metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descEpoch, float64(snap.status.Epoch))
 	gauge(descIsLeader, b2f(snap.status.Role == api.RoleLeader))
-	counter(descLeaderChanges, float64(snap.stats.leaderChanges))
-	counter(descElectionsStarted, float64(snap.stats.electionsStarted))
-	counter(descElectionsWon, float64(snap.stats.electionsWon))
+	counter(descLeaderChanges, float64(snap.stats.LeaderChanges))
+	counter(descElectionsStarted, float64(snap.stats.ElectionsStarted))
+	counter(descElectionsWon, float64(snap.stats.ElectionsWon))
 	for _, k := range protocols.AllKinds() {
-		counter(descSent, float64(snap.stats.sent[k]), k.String())
-		counter(descReceived, float64(snap.stats.received[k]), k.String())
+		counter(descSent, float64(snap.stats.Sent[k]), k.String())
+		counter(descReceived, float64(snap.stats.Received[k]), k.String())
 	}
-	counter(descRefused, float64(snap.stats.stepErrors))
-	counter(descBeyondCeiling, float64(snap.stats.beyondCeiling))
+	counter(descRefused, float64(snap.stats.StepErrors))
+	counter(descBeyondCeiling, float64(snap.stats.BeyondCeiling))
 	for reason, n := range a.tr.Stats().Dropped {
 		counter(descDropped, float64(n), reason)
 	}
@@ -119,11 +116,10 @@ func (c metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// refusedBeyondCeiling counts a message the protocol refused for a term or
-// epoch beyond protocols.Ceiling, and warns at most once a minute: any
+// warnBeyondCeiling warns, at most once a minute, of a message refused for
+// a term or epoch beyond protocols.Ceiling (the core counts them): any
 // member can send such messages without end.
-func (a *Agent) refusedBeyondCeiling(m protocols.Message, err error) {
-	a.stats.beyondCeiling++
+func (a *Agent) warnBeyondCeiling(m protocols.Message, err error) {
 	if a.ceilingLog == nil {
 		a.ceilingLog = ratelog.New(time.Minute)
 	}
@@ -131,14 +127,6 @@ func (a *Agent) refusedBeyondCeiling(m protocols.Message, err error) {
 		a.log.Warn("dropped a message whose term or epoch is beyond the ceiling: its sender runs a buggy build or holds a bad state record",
 			zap.Stringer("msg", m), zap.Error(err), zap.Uint64("suppressed_since_last", suppressed))
 	}
-}
-
-func copyCounts(m map[protocols.MessageKind]uint64) map[protocols.MessageKind]uint64 {
-	out := make(map[protocols.MessageKind]uint64, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 func b2f(b bool) float64 {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/conclave-agent/conclave/api"
+	"github.com/conclave-agent/conclave/core"
 	"github.com/conclave-agent/conclave/protocols"
 )
 
@@ -17,18 +18,18 @@ func TestSnapshotNeverOutlivesTheLease(t *testing.T) {
 		t.Fatal("an answer before the loop stored any snapshot")
 	}
 	leader := api.Status{Node: "n1", Role: api.RoleLeader, Leader: "n1", Epoch: 3}
-	a.snapshot.Store(&statusSnapshot{st: leader, leaseUntil: a.now().Add(time.Hour)})
+	a.snapshot.Store(&core.Snapshot{Status: leader, LeaseUntil: a.now().Add(time.Hour)})
 	st, ok := a.loadSnapshot()
 	if !ok || st.Role != api.RoleLeader || st.Leader != "n1" || st.LeaseMS <= 0 || st.LeaseMS > time.Hour.Milliseconds() {
 		t.Fatalf("within the lease: %+v, %v", st, ok)
 	}
-	a.snapshot.Store(&statusSnapshot{st: leader, leaseUntil: a.now() - protocols.Time(time.Millisecond)})
+	a.snapshot.Store(&core.Snapshot{Status: leader, LeaseUntil: a.now() - protocols.Time(time.Millisecond)})
 	st, ok = a.loadSnapshot()
 	if !ok || st.Role != api.RoleFollower || st.Leader != "" || st.LeaseMS != 0 || st.Epoch != 3 {
 		t.Fatalf("after the lease: %+v, %v; want a follower with no leader in epoch 3", st, ok)
 	}
 	// Bully and ring leaders hold no lease: nothing to run out.
-	a.snapshot.Store(&statusSnapshot{st: leader})
+	a.snapshot.Store(&core.Snapshot{Status: leader})
 	if st, _ := a.loadSnapshot(); st.Role != api.RoleLeader {
 		t.Fatalf("leader without a lease: %+v", st)
 	}

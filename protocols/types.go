@@ -245,3 +245,13 @@ type Confirmer interface {
 	// leads.
 	Confirmed(token uint64) bool
 }
+
+// HeartbeatAnswerer is implemented by protocols whose followers answer the
+// leader's heartbeats (majority), so that a leader's failure detectors keep
+// hearing every follower; the driver keeps watching them while it leads.
+// In bully and ring only the leader sends, and a leader must not keep a
+// detector that can never be fed (docs/design.md §3).
+type HeartbeatAnswerer interface {
+	// AnswersHeartbeats reports whether followers answer heartbeats.
+	AnswersHeartbeats() bool
+}

@@ -608,6 +608,10 @@ func (n *Node) Tick(now protocols.Time) {
 	}
 }
 
+// AnswersHeartbeats implements protocols.HeartbeatAnswerer: every follower
+// answers the leader's heartbeats (check-quorum and the lease count them).
+func (n *Node) AnswersHeartbeats() bool { return true }
+
 // NextDeadline implements protocols.Deadliner; it mirrors Tick and the
 // lease test in Status, so both must change together.
 func (n *Node) NextDeadline(now protocols.Time) (protocols.Time, bool) {

@@ -1,7 +1,8 @@
 // Package registry names the election protocols the simulator can run, so
-// the soak command and tests build them the same way. It only adapts each
-// protocol's Config to sim.NodeConfig; it must never change a protocol's
-// behaviour except through the protocol's own documented options.
+// the soak command and tests build them the same way. It builds every
+// instance through core.NewProtocol, the factory the agent uses; it must
+// never change a protocol's behaviour except through the protocol's own
+// documented options.
 package registry
 
 import (
@@ -9,8 +10,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/conclave-agent/conclave/core"
 	"github.com/conclave-agent/conclave/protocols"
-	"github.com/conclave-agent/conclave/protocols/bully"
 	"github.com/conclave-agent/conclave/protocols/majority"
 	"github.com/conclave-agent/conclave/protocols/ring"
 	"github.com/conclave-agent/conclave/sim"
@@ -64,46 +65,45 @@ func Options(name string) (sim.Options, error) {
 	return o, nil
 }
 
-// Majority builds majority nodes with PreVote and check-quorum, every member
-// a voter, and the given deliberately broken variants (zero for the real
-// protocol).
+// spec is the core's protocol spec for a simulated node: the agent's
+// production settings (PreVote, check-quorum and preemption on).
+func spec(c sim.NodeConfig, protocol string) core.ProtocolSpec {
+	return core.ProtocolSpec{
+		Protocol:          protocol,
+		Self:              c.Self,
+		Members:           c.Members,
+		ElectionTimeout:   c.ElectionTimeout,
+		HeartbeatInterval: c.HeartbeatInterval,
+		PreVote:           true,
+		CheckQuorum:       true,
+		Preempt:           true,
+		MaxClockDrift:     c.MaxClockDrift,
+		HardState:         c.HardState,
+		Now:               c.Now,
+		Rand:              c.Rand,
+	}
+}
+
+// Majority builds majority nodes with PreVote and check-quorum, every voter
+// member a voter, and the given deliberately broken variants (zero for
+// the real protocol).
 func Majority(unsafe majority.Unsafe) sim.Factory {
 	return func(c sim.NodeConfig) (protocols.Protocol, error) {
-		voters := make([]string, 0, len(c.Members))
+		s := spec(c, core.ProtocolMajority)
 		for _, m := range c.Members {
 			if m.Voter {
-				voters = append(voters, m.Name)
+				s.Voters = append(s.Voters, m.Name)
 			}
 		}
-		return majority.New(majority.Config{
-			ID:                c.Self.ID,
-			Members:           c.Members,
-			Voters:            voters,
-			ElectionTimeout:   c.ElectionTimeout,
-			HeartbeatInterval: c.HeartbeatInterval,
-			PreVote:           true,
-			CheckQuorum:       true,
-			MaxClockDrift:     c.MaxClockDrift,
-			HardState:         c.HardState,
-			Now:               c.Now,
-			Rand:              c.Rand,
-			Unsafe:            unsafe,
-		})
+		s.MajorityUnsafe = unsafe
+		return core.NewProtocol(s)
 	}
 }
 
 // Bully builds bully nodes with their default (preempting) behaviour.
 func Bully() sim.Factory {
 	return func(c sim.NodeConfig) (protocols.Protocol, error) {
-		return bully.New(bully.Config{
-			ID:                c.Self.ID,
-			Members:           c.Members,
-			HeartbeatInterval: c.HeartbeatInterval,
-			ElectionTimeout:   c.ElectionTimeout,
-			HardState:         c.HardState,
-			Now:               c.Now,
-			Rand:              c.Rand,
-		})
+		return core.NewProtocol(spec(c, core.ProtocolBully))
 	}
 }
 
@@ -111,15 +111,8 @@ func Bully() sim.Factory {
 // ring.AlgHS).
 func Ring(algorithm string) sim.Factory {
 	return func(c sim.NodeConfig) (protocols.Protocol, error) {
-		return ring.New(ring.Config{
-			ID:                c.Self.ID,
-			Members:           c.Members,
-			HeartbeatInterval: c.HeartbeatInterval,
-			ElectionTimeout:   c.ElectionTimeout,
-			Algorithm:         algorithm,
-			HardState:         c.HardState,
-			Now:               c.Now,
-			Rand:              c.Rand,
-		})
+		s := spec(c, core.ProtocolRing)
+		s.RingAlgorithm = algorithm
+		return core.NewProtocol(s)
 	}
 }

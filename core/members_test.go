@@ -1,9 +1,7 @@
-package agent
+package core
 
 import (
-	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,65 +10,89 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/conclave-agent/conclave/config"
 	"github.com/conclave-agent/conclave/membership"
+	"github.com/conclave-agent/conclave/phi"
 	"github.com/conclave-agent/conclave/protocols"
-	"github.com/conclave-agent/conclave/transport"
 )
 
-// fakeCluster is a membership whose events the test feeds to the agent by
-// hand (applyMember), so the agent's bookkeeping can be checked exactly.
-type fakeCluster struct{ ch chan membership.Event }
-
-func (f *fakeCluster) Events() <-chan membership.Event { return f.ch }
-func (f *fakeCluster) Members() []membership.Member    { return nil }
-func (f *fakeCluster) Leave(time.Duration) error       { return nil }
-func (f *fakeCluster) Shutdown() error                 { return nil }
-
-// newBareAgent builds an agent over an in-memory transport and a fake
-// cluster, without running its loop: the test is the loop.
-func newBareAgent(t *testing.T, protocol string) (*Agent, *transport.MemTransport, *observer.ObservedLogs) {
-	a, tr, logs, _ := newBareAgentOn(t, protocol)
-	return a, tr, logs
+// testNode is a Node over a fake transport: the test is the loop. peers is
+// the transport's peer table as the node's Ready output leaves it.
+type testNode struct {
+	*Node
+	peers     map[protocols.ID]string
+	reachable map[protocols.ID]bool
+	now       protocols.Time
 }
 
-func newBareAgentOn(t *testing.T, protocol string) (*Agent, *transport.MemTransport, *observer.ObservedLogs, *transport.MemNetwork) {
+func newTestNode(t *testing.T, protocol string) (*testNode, *observer.ObservedLogs) {
 	t.Helper()
-	dir := t.TempDir()
-	cfg := config.Default()
-	cfg.Node = config.Node{Name: "self", ID: 1, DataDir: filepath.Join(dir, "self")}
-	cfg.Election.Protocol = protocol
-	cfg.Election.Voters = []string{"self", "a", "b", "c"}
-	cfg.API.Socket = filepath.Join(dir, "agent.sock")
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	memnet := transport.NewMemNetwork()
-	tr := memnet.Node(1, 0)
-	core, logs := observer.New(zapcore.InfoLevel)
-	a, err := New(context.Background(), cfg, Options{Logger: zap.New(core), Transport: tr, Cluster: &fakeCluster{ch: make(chan membership.Event)}})
+	obs, logs := observer.New(zapcore.InfoLevel)
+	tn := &testNode{peers: make(map[protocols.ID]string), reachable: make(map[protocols.ID]bool), now: protocols.Time(time.Second)}
+	n, err := New(Config{
+		Election: ProtocolSpec{
+			Protocol: protocol, Self: protocols.Member{ID: 1, Name: "self", Voter: true},
+			Voters:          []string{"self", "a", "b", "c"},
+			ElectionTimeout: time.Second, HeartbeatInterval: 50 * time.Millisecond,
+			PreVote: true, CheckQuorum: true, MaxClockDrift: 0.01,
+			Now: tn.now, Rand: NewRand(1, 2),
+		},
+		Detector:  phi.Config{Threshold: 8, MaxSamples: 100, MinStdDev: 10 * time.Millisecond, AcceptablePause: 200 * time.Millisecond, FirstHeartbeatEstimate: 50 * time.Millisecond},
+		Reachable: func(id protocols.ID) bool { return tn.reachable[id] },
+		Logger:    zap.New(obs).Sugar(),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(a.closeAll)
-	return a, tr, logs, memnet
+	tn.Node = n
+	tn.drain()
+	return tn, logs
+}
+
+// drain carries out every Ready as the agent would, keeping the peer table.
+func (tn *testNode) drain() {
+	for tn.HasReady() {
+		rd := tn.Ready()
+		for _, p := range rd.Peers {
+			if p.Remove {
+				delete(tn.peers, p.ID)
+			} else {
+				for id, pid := range tn.peers {
+					if pid == p.PeerID && id != p.ID {
+						// The transport refuses a peer id another id holds.
+						return
+					}
+				}
+				tn.peers[p.ID] = p.PeerID
+			}
+		}
+		tn.Advance(rd)
+	}
+}
+
+func (tn *testNode) applyMember(m membership.Member) {
+	tn.ApplyMember(tn.now, m)
+	tn.drain()
+}
+
+func (tn *testNode) heard(id protocols.ID) {
+	tn.Node.heard(tn.now, id)
 }
 
 func member(name string, id protocols.ID, state membership.State) membership.Member {
 	return membership.Member{Name: name, ID: id, Voter: true, State: state,
-		Addr: fmt.Sprintf("192.168.77.%d:7946", id%250), PeerID: transport.MemPeerID(id), PeerAddr: "/mem"}
+		Addr: fmt.Sprintf("192.168.77.%d:7946", id%250), PeerID: fmt.Sprintf("mem-%d", id), PeerAddr: "/mem"}
 }
 
 // TestChurnDoesNotGrow joins, hears, kills and reaps a thousand members of
 // distinct names and ids, and changes one member's id a thousand times:
 // every per-member structure ends where it started.
 func TestChurnDoesNotGrow(t *testing.T) {
-	a, tr, _ := newBareAgent(t, config.ProtocolBully)
+	a, _ := newTestNode(t, ProtocolBully)
 	for i := range 1000 {
 		id := protocols.ID(100 + i)
 		name := fmt.Sprintf("h%d", i)
 		a.applyMember(member(name, id, membership.StateAlive))
-		a.heard(a.now(), id)
+		a.heard(id)
 		a.applyMember(member(name, id, membership.StateDead))
 		a.applyMember(member(name, id, membership.StateReaped))
 	}
@@ -79,14 +101,17 @@ func TestChurnDoesNotGrow(t *testing.T) {
 		m := member("x", protocols.ID(5000+i), membership.StateAlive)
 		m.PeerID = "mem-x"
 		a.applyMember(m)
-		a.heard(a.now(), m.ID)
+		a.heard(m.ID)
 	}
-	if n := tr.PeerCount(); n != 1 {
+	if n := len(a.peers); n != 1 {
 		t.Errorf("transport peers after churn: %d, want 1 (x)", n)
 	}
 	if len(a.members) != 1 || len(a.byID) != 1 || len(a.detectors) > 1 || len(a.suspectAt) > 1 || len(a.refused) != 0 {
 		t.Errorf("after churn: %d members, %d ids, %d detectors, %d suspectAt, %d refused; want 1, 1, ≤1, ≤1, 0",
 			len(a.members), len(a.byID), len(a.detectors), len(a.suspectAt), len(a.refused))
+	}
+	if m, ids, d, r := a.Sizes(); m != len(a.members) || ids != len(a.byID) || d != len(a.detectors) || r != len(a.refused) {
+		t.Errorf("Sizes() = %d, %d, %d, %d disagrees with the maps", m, ids, d, r)
 	}
 }
 
@@ -94,7 +119,7 @@ func TestChurnDoesNotGrow(t *testing.T) {
 // same libp2p peer id) replaces its old id at once. Before, SetPeer refused
 // the peer id as belonging to the old id and the member was shut out.
 func TestIDChangeAdmitsNewIdentity(t *testing.T) {
-	a, tr, logs := newBareAgent(t, config.ProtocolMajority)
+	a, logs := newTestNode(t, ProtocolMajority)
 	old := member("a", 2, membership.StateAlive)
 	old.PeerID = "mem-a"
 	a.applyMember(old)
@@ -104,11 +129,14 @@ func TestIDChangeAdmitsNewIdentity(t *testing.T) {
 	if a.byID[22] != "a" || a.byID[2] != "" {
 		t.Fatalf("ids after the change: %v", a.byID)
 	}
-	if tr.PeerCount() != 1 {
-		t.Fatalf("transport admits %d peers, want 1 (the new id alone)", tr.PeerCount())
+	if len(a.peers) != 1 {
+		t.Fatalf("transport admits %d peers, want 1 (the new id alone)", len(a.peers))
 	}
-	if logs.FilterMessage("cannot admit member").Len() != 0 {
-		t.Fatalf("the new id was refused: %v", logs.FilterMessage("cannot admit member").All())
+	if a.peers[22] != "mem-a" {
+		t.Fatalf("the new id was not admitted to the transport: %v", a.peers)
+	}
+	if logs.FilterMessage("member changed identity").Len() != 1 {
+		t.Fatalf("the identity change was not logged: %v", logs.All())
 	}
 }
 
@@ -116,7 +144,7 @@ func TestIDChangeAdmitsNewIdentity(t *testing.T) {
 // admitted, the refusal names both addresses, and once the first holder is
 // gone the second is admitted.
 func TestDuplicateIDRefusedLoudly(t *testing.T) {
-	a, tr, logs := newBareAgent(t, config.ProtocolMajority)
+	a, logs := newTestNode(t, ProtocolMajority)
 	first := member("a", 7, membership.StateAlive)
 	second := member("b", 7, membership.StateAlive)
 	second.Addr, second.PeerID = "192.168.77.99:7946", "mem-b"
@@ -146,8 +174,8 @@ func TestDuplicateIDRefusedLoudly(t *testing.T) {
 	// The first holder dies: the second is admitted.
 	first.State = membership.StateDead
 	a.applyMember(first)
-	if a.byID[7] != "b" || tr.PeerCount() != 1 {
-		t.Fatalf("after the holder died, id 7 belongs to %q (%d peers admitted), want b", a.byID[7], tr.PeerCount())
+	if a.byID[7] != "b" || len(a.peers) != 1 {
+		t.Fatalf("after the holder died, id 7 belongs to %q (%d peers admitted), want b", a.byID[7], len(a.peers))
 	}
 }
 
@@ -156,25 +184,21 @@ func TestDuplicateIDRefusedLoudly(t *testing.T) {
 // reachable, healthy" from gossip's view while no election message could
 // get through; now it counts what the transport heard from.
 func TestQuorumCountsWhatTheTransportReaches(t *testing.T) {
-	a, _, _, memnet := newBareAgentOn(t, config.ProtocolMajority)
+	a, _ := newTestNode(t, ProtocolMajority)
 	for i, name := range []string{"a", "b", "c"} {
 		a.applyMember(member(name, protocols.ID(2+i), membership.StateAlive))
 	}
-	st := a.status(a.now())
+	st := a.Status(a.now)
 	if st.Members != 4 || st.Quorum.Voters != 4 {
 		t.Fatalf("members %d, voters %d; want 4 and 4", st.Members, st.Quorum.Voters)
 	}
-	// The agent's MemTransport is on a network of its own: no peer is on
-	// it, so none is reachable, whatever gossip says.
+	// The transport has heard from none of them, whatever gossip says.
 	if st.Quorum.Reachable != 1 || st.Quorum.Healthy {
 		t.Fatalf("quorum %+v with no voter reachable; want 1 of 4, not healthy", st.Quorum)
 	}
 	// a and b come onto the network: 3 of 4.
-	for _, id := range []protocols.ID{2, 3} {
-		n := memnet.Node(id, 0)
-		t.Cleanup(func() { n.Close() })
-	}
-	if st = a.status(a.now()); st.Quorum.Reachable != 3 || !st.Quorum.Healthy {
+	a.reachable[2], a.reachable[3] = true, true
+	if st = a.Status(a.now); st.Quorum.Reachable != 3 || !st.Quorum.Healthy {
 		t.Fatalf("quorum %+v with a and b reachable; want 3 of 4, healthy", st.Quorum)
 	}
 }

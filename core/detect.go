@@ -1,0 +1,127 @@
+package core
+
+import (
+	"github.com/conclave-agent/conclave/phi"
+	"github.com/conclave-agent/conclave/protocols"
+)
+
+// This file is the detector policy (docs/design.md §3): which member gets a
+// phi detector, when a suspicion is raised and cleared, and when a
+// detector is forgotten. Every liveness bug found with real processes so
+// far lived in these few rules; Unsafe reproduces them for the simulator.
+
+// newDetector returns a detector with the configured parameters, which New
+// validated.
+func (n *Node) newDetector() *phi.Detector {
+	d, err := phi.New(n.cfg.Detector)
+	if err != nil {
+		panic("core: detector config validated in New: " + err.Error())
+	}
+	return d
+}
+
+// heard records a heartbeat (or a heartbeat's answer) from id: followers
+// watch the leader this way, and a leader watches its followers. A member
+// suspected before is cleared at once.
+func (n *Node) heard(now protocols.Time, id protocols.ID) {
+	d := n.detectors[id]
+	if d == nil {
+		d = n.newDetector()
+		n.detectors[id] = d
+	}
+	d.Heartbeat(now)
+	delete(n.suspectAt, id)
+	if n.suspected[id] {
+		delete(n.suspected, id)
+		n.log.Infow("member heard again", "member", n.byID[id])
+		n.proto.Suspect(now, id, false)
+	}
+}
+
+// watchLeader starts watching a newly learned leader as if it had just
+// heartbeated: a follower may learn the leader from an announcement
+// (ring's LEADER round, bully's COORDINATOR) before its first heartbeat, and
+// a leader that dies in between must still become suspected, or ring and
+// bully keep routing elections to it until gossip declares it dead.
+func (n *Node) watchLeader(now protocols.Time, leader protocols.ID) {
+	if n.cfg.Unsafe.NoWatchLeader || leader == n.self.ID || leader == protocols.None || n.detectors[leader] != nil {
+		return
+	}
+	d := n.newDetector()
+	d.Heartbeat(now)
+	n.detectors[leader] = d
+	delete(n.suspectAt, leader)
+}
+
+// checkDetectors raises a suspicion, once, for every member whose phi
+// crossed the threshold.
+func (n *Node) checkDetectors(now protocols.Time) {
+	for id, d := range n.detectors {
+		if n.suspected[id] || !d.Suspect(now) {
+			continue
+		}
+		n.suspected[id] = true
+		n.log.Infow("member suspected", "member", n.byID[id], "phi", d.Phi(now))
+		n.proto.Suspect(now, id, true)
+	}
+}
+
+// Phi returns the current phi of a member, and whether it is measured.
+func (n *Node) Phi(now protocols.Time, id protocols.ID) (float64, bool) {
+	d := n.detectors[id]
+	if d == nil {
+		return 0, false
+	}
+	return d.Phi(now), true
+}
+
+// forgetDetectors drops what the detectors learned about members that no
+// longer heartbeat us after a leadership change: a follower hears only the
+// leader, so a former leader falls silent without having failed, and must
+// not stay suspected (ring would skip it). A leader whose followers answer
+// its heartbeats (majority) keeps watching them; bully and ring followers
+// do not answer heartbeats, so a leader there forgets everything: a
+// suspicion it kept could never clear, and a ring leader that skips a
+// member that came back (restarted before gossip declared it dead)
+// swallows that member's elections for ever. While no leader is known it
+// forgets nothing: the leader that was just lost may be dead, and its
+// detector is what lets ring and bully route around it before gossip
+// declares it dead seconds later.
+func (n *Node) forgetDetectors(now protocols.Time, leader protocols.ID) {
+	if n.cfg.Unsafe.KeepDetectors {
+		return
+	}
+	if leader == protocols.None || (leader == n.self.ID && n.followersAnswer()) {
+		return
+	}
+	for id := range n.detectors {
+		if id == leader && leader != n.self.ID {
+			continue
+		}
+		delete(n.detectors, id)
+		delete(n.suspectAt, id)
+		if n.suspected[id] {
+			delete(n.suspected, id)
+			n.proto.Suspect(now, id, false)
+		}
+	}
+}
+
+// followersAnswer reports whether the protocol's followers answer the
+// leader's heartbeats (protocols.HeartbeatAnswerer), so that a leader can
+// keep watching them.
+func (n *Node) followersAnswer() bool {
+	a, ok := n.proto.(protocols.HeartbeatAnswerer)
+	return ok && a.AnswersHeartbeats()
+}
+
+// forgetDetector drops the detector of a member that is down or gone, and
+// clears a suspicion the protocol holds for it.
+func (n *Node) forgetDetector(now protocols.Time, id protocols.ID) {
+	delete(n.detectors, id)
+	delete(n.suspectAt, id)
+	if n.suspected[id] {
+		delete(n.suspected, id)
+		n.proto.Suspect(now, id, false)
+	}
+}

@@ -1,0 +1,100 @@
+package core
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/conclave-agent/conclave/protocols"
+	"github.com/conclave-agent/conclave/protocols/bully"
+	"github.com/conclave-agent/conclave/protocols/majority"
+	"github.com/conclave-agent/conclave/protocols/ring"
+)
+
+// Protocol names, as in the election.protocol setting.
+const (
+	ProtocolMajority = "majority"
+	ProtocolBully    = "bully"
+	ProtocolRing     = "ring"
+)
+
+// ProtocolSpec is everything that builds one election protocol instance.
+type ProtocolSpec struct {
+	// Protocol is ProtocolMajority, ProtocolBully or ProtocolRing.
+	Protocol string
+	// RingAlgorithm is ring.AlgLCR or ring.AlgHS (ring only).
+	RingAlgorithm string
+	// Self is this node; Members the members known at start (Self may be
+	// among them).
+	Self    protocols.Member
+	Members []protocols.Member
+	// Voters bootstraps majority's voter configuration when the persisted
+	// state holds none.
+	Voters            []string
+	ElectionTimeout   time.Duration
+	HeartbeatInterval time.Duration
+	// PreVote and CheckQuorum are majority's; Preempt is bully's.
+	PreVote, CheckQuorum, Preempt bool
+	// MaxClockDrift is the clock-rate drift majority's lease tolerates.
+	MaxClockDrift float64
+	HardState     protocols.HardState
+	Now           protocols.Time
+	Rand          *rand.Rand
+	Logger        protocols.Logger
+	// MajorityUnsafe plants deliberate bugs in majority (simulator tests
+	// of the checker only).
+	MajorityUnsafe majority.Unsafe
+}
+
+// NewProtocol builds the election a spec names. It is the only place that
+// switches on the protocol's name: the agent and the simulator both build
+// their instances here, so what the simulator proves is what runs.
+func NewProtocol(s ProtocolSpec) (protocols.Protocol, error) {
+	members := s.Members
+	if len(members) == 0 {
+		members = []protocols.Member{s.Self}
+	}
+	var (
+		p   protocols.Protocol
+		err error
+	)
+	switch s.Protocol {
+	case ProtocolMajority:
+		p, err = majority.New(majority.Config{
+			ID: s.Self.ID, Members: members, Voters: s.Voters,
+			ElectionTimeout: s.ElectionTimeout, HeartbeatInterval: s.HeartbeatInterval,
+			PreVote: s.PreVote, CheckQuorum: s.CheckQuorum, MaxClockDrift: s.MaxClockDrift,
+			HardState: s.HardState, Now: s.Now, Rand: s.Rand, Logger: s.Logger, Unsafe: s.MajorityUnsafe,
+		})
+	case ProtocolBully:
+		p, err = bully.New(bully.Config{
+			ID: s.Self.ID, Members: members, ElectionTimeout: s.ElectionTimeout, HeartbeatInterval: s.HeartbeatInterval,
+			NoPreempt: !s.Preempt, HardState: s.HardState, Now: s.Now, Rand: s.Rand, Logger: s.Logger,
+		})
+	case ProtocolRing:
+		p, err = ring.New(ring.Config{
+			ID: s.Self.ID, Members: members, ElectionTimeout: s.ElectionTimeout, HeartbeatInterval: s.HeartbeatInterval,
+			Algorithm: s.RingAlgorithm, HardState: s.HardState, Now: s.Now, Rand: s.Rand, Logger: s.Logger,
+		})
+	default:
+		err = fmt.Errorf("unknown protocol %q", s.Protocol)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("core: election: %w", err)
+	}
+	return p, nil
+}
+
+// IsVoter reports whether a node named name votes: every member of bully
+// and ring is a candidate; majority's voters are the named ones.
+func IsVoter(protocol string, voters []string, name string) bool {
+	if protocol != ProtocolMajority {
+		return true
+	}
+	for _, v := range voters {
+		if v == name {
+			return true
+		}
+	}
+	return false
+}

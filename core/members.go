@@ -1,0 +1,165 @@
+package core
+
+import (
+	"github.com/conclave-agent/conclave/membership"
+	"github.com/conclave-agent/conclave/protocols"
+)
+
+// Resync re-applies every member gossip knows (membership.EventResync).
+func (n *Node) Resync(now protocols.Time, members []membership.Member) {
+	for _, m := range members {
+		n.applyMember(now, m)
+	}
+	n.settle(now)
+}
+
+// ApplyMember turns one membership change into protocol input and
+// transport peer changes.
+func (n *Node) ApplyMember(now protocols.Time, m membership.Member) {
+	n.applyMember(now, m)
+	n.settle(now)
+}
+
+func (n *Node) applyMember(now protocols.Time, m membership.Member) {
+	if m.Name == n.self.Name {
+		return
+	}
+	prev, known := n.members[m.Name]
+	if m.State == membership.StateReaped {
+		n.forgetMember(now, prev, known)
+		n.admitRefused(now, prev.ID)
+		return
+	}
+	n.members[m.Name] = m
+	if known && n.byID[prev.ID] == m.Name && (prev.ID != m.ID || prev.PeerID != m.PeerID) {
+		// Back with another id or another libp2p identity: the old one
+		// is gone for good. Without this its transport peer kept the
+		// peer id, the new id was refused as taken, and the member was
+		// shut out until every other agent restarted.
+		n.log.Infow("member changed identity", "member", m.Name,
+			"old_id", uint64(prev.ID), "id", uint64(m.ID),
+			"old_peer_id", prev.PeerID, "peer_id", m.PeerID)
+		n.dropID(now, prev.ID)
+		n.admitRefused(now, prev.ID)
+		known = false
+	}
+	switch m.State {
+	case membership.StateAlive, membership.StateSuspect:
+		if m.ID == protocols.None {
+			return
+		}
+		if n.refuseDuplicate(m) {
+			return
+		}
+		delete(n.refused, m.Name)
+		n.byID[m.ID] = m.Name
+		returned := !known || prev.State == membership.StateDead || prev.State == membership.StateLeft
+		if m.PeerID != "" && (!known || prev.PeerID != m.PeerID || prev.PeerAddr != m.PeerAddr || prev.State != m.State) {
+			if !(n.cfg.Unsafe.NoPeerOnReturn && known && returned) {
+				n.peers = append(n.peers, PeerChange{ID: m.ID, PeerID: m.PeerID, PeerAddr: m.PeerAddr, Name: m.Name})
+			}
+		}
+		if returned {
+			n.log.Infow("member up", "member", m.Name, "id", uint64(m.ID))
+			n.proto.MemberUp(now, m.ProtocolMember())
+		}
+	case membership.StateDead, membership.StateLeft:
+		if _, refused := n.refused[m.Name]; refused {
+			delete(n.refused, m.Name)
+			return
+		}
+		if n.byID[m.ID] != m.Name {
+			return
+		}
+		n.log.Infow("member down", "member", m.Name, "state", m.State.String())
+		n.proto.MemberDown(now, m.ID)
+		n.forgetDetector(now, m.ID)
+		if m.State == membership.StateLeft {
+			// It said goodbye: stop its sender and refuse its streams.
+			// A dead member keeps its peer, since it may be only
+			// partitioned away; it is removed when gossip reaps it.
+			n.peers = append(n.peers, PeerChange{ID: m.ID, Remove: true, Name: m.Name})
+		}
+		n.admitRefused(now, m.ID)
+	}
+}
+
+// refuseDuplicate refuses m, loudly, when another live member (or this
+// agent) already holds its id: two agents with one id make every protocol
+// misbehave (an observer was reported leader, the real holder of the id
+// was cut off), so the one that came second stays out until the first is
+// gone. Every agent logs the refusal once per conflict.
+func (n *Node) refuseDuplicate(m membership.Member) bool {
+	holder, holderAddr := "", ""
+	switch owner, ok := n.byID[m.ID]; {
+	case m.ID == n.self.ID:
+		holder, holderAddr = n.self.Name+" (this agent)", n.cfg.GossipAddr
+	case ok && owner != m.Name:
+		if o, live := n.members[owner]; live && isLive(o) {
+			holder, holderAddr = owner, o.Addr
+		}
+	}
+	if holder == "" {
+		return false
+	}
+	if prev, logged := n.refused[m.Name]; !logged || prev.ID != m.ID || prev.Addr != m.Addr {
+		n.log.Errorw("refusing a member that claims an id another agent holds; give every agent its own node.id",
+			"id", uint64(m.ID), "member", m.Name, "member_addr", m.Addr,
+			"holder", holder, "holder_addr", holderAddr)
+	}
+	n.refused[m.Name] = m
+	return true
+}
+
+// admitRefused admits a member refused for claiming id, now that id is
+// free.
+func (n *Node) admitRefused(now protocols.Time, id protocols.ID) {
+	for name, r := range n.refused {
+		if r.ID != id {
+			continue
+		}
+		delete(n.refused, name)
+		if m, ok := n.members[name]; ok && m.ID == id {
+			n.log.Infow("admitting a member refused before: the id it claims is free now", "member", name, "id", uint64(id))
+			n.applyMember(now, m)
+		}
+		return
+	}
+}
+
+// dropID forgets everything kept under a member id that no longer exists:
+// its transport peer (sender goroutine, queue, connections), detector and
+// suspicion, and tells the protocol it is gone.
+func (n *Node) dropID(now protocols.Time, id protocols.ID) {
+	if id == protocols.None {
+		return
+	}
+	name := n.byID[id]
+	delete(n.byID, id)
+	n.peers = append(n.peers, PeerChange{ID: id, Remove: true, Name: name})
+	n.proto.MemberDown(now, id)
+	n.forgetDetector(now, id)
+}
+
+// forgetMember drops a member gossip has reaped (dead or left long enough
+// ago): nothing of it stays, so churn cannot grow the agent's state.
+func (n *Node) forgetMember(now protocols.Time, prev membership.Member, known bool) {
+	if !known {
+		return
+	}
+	delete(n.members, prev.Name)
+	delete(n.refused, prev.Name)
+	if n.byID[prev.ID] == prev.Name {
+		n.dropID(now, prev.ID)
+	}
+}
+
+func isLive(m membership.Member) bool {
+	return m.State == membership.StateAlive || m.State == membership.StateSuspect
+}
+
+// Sizes reports how many members, ids, detectors and refused members the
+// core holds: churn must not grow them.
+func (n *Node) Sizes() (members, ids, detectors, refused int) {
+	return len(n.members), len(n.byID), len(n.detectors), len(n.refused)
+}

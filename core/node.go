@@ -1,0 +1,342 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/conclave-agent/conclave/api"
+	"github.com/conclave-agent/conclave/membership"
+	"github.com/conclave-agent/conclave/phi"
+	"github.com/conclave-agent/conclave/protocols"
+	"github.com/conclave-agent/conclave/protocols/observe"
+)
+
+// Logger receives the core's log lines as structured key/value pairs (zap's
+// SugaredLogger satisfies it). The core logs what an operator needs to see:
+// members up, down, suspected, changing identity, refused.
+type Logger interface {
+	Debugw(msg string, keysAndValues ...any)
+	Infow(msg string, keysAndValues ...any)
+	Warnw(msg string, keysAndValues ...any)
+	Errorw(msg string, keysAndValues ...any)
+}
+
+type nopLogger struct{}
+
+func (nopLogger) Debugw(string, ...any) {}
+func (nopLogger) Infow(string, ...any)  {}
+func (nopLogger) Warnw(string, ...any)  {}
+func (nopLogger) Errorw(string, ...any) {}
+
+// Config builds a Node.
+type Config struct {
+	// Election is the protocol to run. Its Self names this agent; its
+	// Members are ignored (members arrive as membership events).
+	Election ProtocolSpec
+	// Detector parameterises every phi detector.
+	Detector phi.Config
+	// Gossip says the cluster spreads gossip broadcasts, which turns on
+	// the observers' slow path in majority (protocols/observe): the
+	// leader heartbeats only voters and announces itself by gossip.
+	Gossip bool
+	// Reachable reports whether the transport heard from a member
+	// recently. It is the one question the core asks its shell: quorum
+	// health counts voters the transport reaches, not the ones gossip
+	// lists. Nil: every live member counts as reachable.
+	Reachable func(protocols.ID) bool
+	// GossipAddr and TransportAddr are this agent's published addresses,
+	// reported in its status.
+	GossipAddr, TransportAddr string
+	// Logger receives log lines; nil discards them.
+	Logger Logger
+	// Unsafe plants deliberate policy bugs (simulator tests only).
+	Unsafe Unsafe
+}
+
+// Unsafe lists deliberately broken policies, each one a liveness bug found
+// before with real processes. They exist so that the simulator's tests can
+// show the checker catches them; the agent never sets them.
+type Unsafe struct {
+	// NoWatchLeader: a leader learned from an announcement (ring's
+	// LEADER, bully's COORDINATOR) gets no detector until its first
+	// heartbeat, so a leader that dies in between is never suspected and
+	// failover waits for gossip to declare it dead.
+	NoWatchLeader bool
+	// KeepDetectors: detectors are not forgotten when leadership
+	// changes, so a former leader that falls silent (it no longer
+	// heartbeats) stays suspected and a restarted ring member is skipped
+	// for ever.
+	KeepDetectors bool
+	// NoPeerOnReturn: a member that comes back from dead is not given
+	// back its transport peer, so nothing is ever sent to it.
+	NoPeerOnReturn bool
+}
+
+// PeerChange is a transport peer to add (or update) or remove.
+type PeerChange struct {
+	ID       protocols.ID
+	PeerID   string
+	PeerAddr string
+	// Remove drops the peer: its sender, queue and connections.
+	Remove bool
+	// Name is the member's name, for the shell's log lines.
+	Name string
+}
+
+// Confirmation settles a consistent read started by ConfirmLeadership.
+type Confirmation struct {
+	Token uint64
+	// Err is nil when a quorum confirmed leadership, ErrConfirmTimeout or
+	// ErrLostLeadership otherwise.
+	Err error
+}
+
+// Errors that settle a consistent read or refuse to start one.
+var (
+	ErrConfirmUnsupported = errors.New("protocol has no quorum to confirm leadership with; only majority does")
+	ErrConfirmTimeout     = errors.New("no quorum confirmed leadership in time")
+	ErrLostLeadership     = errors.New("lost leadership while confirming it")
+)
+
+// Ready is what the shell must carry out, in this order: persist
+// HardState (fsync) before anything else, send Messages, apply Peers,
+// gossip Announcements, publish Status, settle Confirmations; then call
+// Advance.
+type Ready struct {
+	HardState *protocols.HardState
+	Messages  []protocols.Message
+	Peers     []PeerChange
+	// Announcements are gossiped; each one's Age is its age at the
+	// moment the core produced it (the shell adds how long it held it).
+	Announcements []observe.Announcement
+	// Status is the new status when who leads, in which role or epoch
+	// changed; nil otherwise.
+	Status        *api.Status
+	Confirmations []Confirmation
+
+	proto    protocols.Ready
+	hasProto bool
+}
+
+// Stats are the core's counters, for metrics.
+type Stats struct {
+	LeaderChanges    uint64
+	ElectionsStarted uint64
+	ElectionsWon     uint64
+	Sent             map[protocols.MessageKind]uint64
+	Received         map[protocols.MessageKind]uint64
+	// StepErrors counts messages refused, by the protocol or because
+	// gossip never introduced their sender.
+	StepErrors uint64
+	// BeyondCeiling counts messages refused for a term or epoch beyond
+	// protocols.Ceiling (also in StepErrors).
+	BeyondCeiling uint64
+}
+
+// Node is one agent's pure core. It is not safe for concurrent use: the
+// agent's loop goroutine owns it.
+type Node struct {
+	cfg   Config
+	log   Logger
+	proto protocols.Protocol
+	self  protocols.Member
+
+	members   map[string]membership.Member
+	byID      map[protocols.ID]string
+	detectors map[protocols.ID]*phi.Detector
+	suspected map[protocols.ID]bool
+	// suspectAt caches each detector's SuspectAt until its next heartbeat.
+	suspectAt map[protocols.ID]protocols.Time
+	// refused holds live members refused for claiming an id another
+	// member holds, by name; they are admitted once the id is free.
+	refused map[string]membership.Member
+
+	obs      observers
+	lastView viewKey
+	seq      uint64 // views published so far: api.Status.Seq
+	confirms []confirmWait
+	stats    Stats
+
+	// Pending output, handed out by Ready.
+	peers    []PeerChange
+	announce []observe.Announcement
+	pending  *api.Status
+	settled  []Confirmation
+}
+
+// New builds a Node from a configuration and the persisted state in
+// cfg.Election.HardState. Members arrive later, as membership events.
+func New(cfg Config) (*Node, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = nopLogger{}
+	}
+	if _, err := phi.New(cfg.Detector); err != nil {
+		return nil, fmt.Errorf("core: failure detector: %w", err)
+	}
+	spec := cfg.Election
+	spec.Members = nil
+	if spec.Rand == nil {
+		return nil, errors.New("core: Config.Election.Rand is nil")
+	}
+	p, err := NewProtocol(spec)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg:       cfg,
+		log:       cfg.Logger,
+		proto:     p,
+		self:      spec.Self,
+		members:   make(map[string]membership.Member),
+		byID:      make(map[protocols.ID]string),
+		detectors: make(map[protocols.ID]*phi.Detector),
+		suspected: make(map[protocols.ID]bool),
+		suspectAt: make(map[protocols.ID]protocols.Time),
+		refused:   make(map[string]membership.Member),
+	}
+	n.stats.Sent = make(map[protocols.MessageKind]uint64)
+	n.stats.Received = make(map[protocols.MessageKind]uint64)
+	n.initObservers()
+	n.settle(spec.Now)
+	return n, nil
+}
+
+// Self returns this node's member record.
+func (n *Node) Self() protocols.Member { return n.self }
+
+// Tick advances time: the protocol's timers, the detectors, the
+// observers' announcements and consistent reads' deadlines.
+func (n *Node) Tick(now protocols.Time) {
+	n.proto.Tick(now)
+	n.checkDetectors(now)
+	n.settle(now)
+}
+
+// Step feeds a peer's message to the detectors and the protocol. A message
+// from an id gossip has not introduced is refused.
+func (n *Node) Step(now protocols.Time, m protocols.Message) error {
+	defer n.settle(now)
+	if _, known := n.byID[m.From]; !known {
+		n.stats.StepErrors++
+		return fmt.Errorf("core: message from id %d, which gossip has not introduced", m.From)
+	}
+	n.stats.Received[m.Kind]++
+	if m.Kind == protocols.MsgHeartbeat || m.Kind == protocols.MsgHeartbeatResp {
+		n.heard(now, m.From)
+	}
+	if err := n.proto.Step(now, m); err != nil {
+		n.stats.StepErrors++
+		if errors.Is(err, protocols.ErrBeyondCeiling) {
+			n.stats.BeyondCeiling++
+		}
+		return fmt.Errorf("core: %w", err)
+	}
+	return nil
+}
+
+// Resign asks a leader to hand leadership over (protocols.Protocol.Resign).
+func (n *Node) Resign(now protocols.Time) error {
+	defer n.settle(now)
+	return n.proto.Resign(now)
+}
+
+// HasReady reports whether Ready has anything to hand out.
+func (n *Node) HasReady() bool {
+	return n.proto.HasReady() || len(n.peers) > 0 || len(n.announce) > 0 || n.pending != nil || len(n.settled) > 0
+}
+
+// Ready hands out everything pending. The caller must carry it out and
+// call Advance before the next Ready.
+func (n *Node) Ready() Ready {
+	var rd Ready
+	if n.proto.HasReady() {
+		rd.proto, rd.hasProto = n.proto.Ready(), true
+		rd.HardState = rd.proto.HardState
+		rd.Messages = make([]protocols.Message, 0, len(rd.proto.Messages))
+		for _, m := range rd.proto.Messages {
+			if !n.fastPath(m) {
+				continue
+			}
+			n.stats.Sent[m.Kind]++
+			rd.Messages = append(rd.Messages, m)
+		}
+	}
+	rd.Peers, n.peers = n.peers, nil
+	rd.Announcements, n.announce = n.announce, nil
+	rd.Status, n.pending = n.pending, nil
+	rd.Confirmations, n.settled = n.settled, nil
+	return rd
+}
+
+// Advance tells the core that rd was carried out.
+func (n *Node) Advance(rd Ready) {
+	if rd.hasProto {
+		n.proto.Advance(rd.proto)
+	}
+}
+
+// NextWake is the latest time the shell may sleep until before it must
+// call Tick: the protocol's next timer, the moment a watched member's phi
+// would cross the threshold, the next announcement or a consistent read's
+// deadline. ok is false for a protocol that cannot name its timers, which
+// must be ticked at a fixed rate.
+func (n *Node) NextWake(now protocols.Time, limit time.Duration) (protocols.Time, bool) {
+	next := now.Add(limit)
+	dl, ok := n.proto.(protocols.Deadliner)
+	if !ok {
+		return next, false
+	}
+	if t, armed := dl.NextDeadline(now); armed && t < next {
+		next = t
+	}
+	for id, d := range n.detectors {
+		if n.suspected[id] {
+			continue
+		}
+		t, cached := n.suspectAt[id]
+		if !cached {
+			// Cached per heartbeat: SuspectAt costs ~64 evaluations of phi.
+			var at bool
+			if t, at = d.SuspectAt(); !at {
+				continue
+			}
+			n.suspectAt[id] = t
+		}
+		if t < next {
+			next = t
+		}
+	}
+	if t, ok := n.announceDeadline(); ok && t < next {
+		next = t
+	}
+	for _, w := range n.confirms {
+		if w.deadline < next {
+			next = w.deadline
+		}
+	}
+	return next, true
+}
+
+// Stats returns a copy of the counters.
+func (n *Node) Stats() Stats {
+	s := n.stats
+	s.Sent = make(map[protocols.MessageKind]uint64, len(n.stats.Sent))
+	for k, v := range n.stats.Sent {
+		s.Sent[k] = v
+	}
+	s.Received = make(map[protocols.MessageKind]uint64, len(n.stats.Received))
+	for k, v := range n.stats.Received {
+		s.Received[k] = v
+	}
+	return s
+}
+
+// ProtocolStatus is the protocol's own status at now (observer knowledge
+// from gossip is not merged in; see Status for that).
+func (n *Node) ProtocolStatus(now protocols.Time) protocols.Status { return n.proto.Status(now) }
+
+// NewRand returns a generator for Config.Election.Rand seeded from the
+// given values; the shell picks them (time, pid), the simulator its seed.
+func NewRand(a, b uint64) *rand.Rand { return rand.New(rand.NewPCG(a, b)) }

@@ -1,0 +1,110 @@
+package core
+
+import (
+	"github.com/conclave-agent/conclave/protocols"
+	"github.com/conclave-agent/conclave/protocols/observe"
+)
+
+// observers is the core's side of the observers' slow path
+// (protocols/observe): with majority and a cluster that gossips, the
+// leader heartbeats only voters and announces itself by gossip; observers
+// report what the announcements say. Without gossip (the in-memory
+// cluster of tests) every member keeps getting heartbeats.
+type observers struct {
+	on        bool
+	voters    map[string]bool
+	knowledge observe.Knowledge
+	announcer *observe.Announcer
+}
+
+func (n *Node) initObservers() {
+	if !n.cfg.Gossip || n.cfg.Election.Protocol != ProtocolMajority {
+		return
+	}
+	n.obs.on = true
+	n.obs.voters = make(map[string]bool, len(n.cfg.Election.Voters))
+	for _, v := range n.cfg.Election.Voters {
+		n.obs.voters[v] = true
+	}
+	n.obs.announcer = observe.NewAnnouncer(n.self.ID, observe.RefreshInterval)
+}
+
+// fastPath reports whether m goes over the transport (observe.FastPath).
+func (n *Node) fastPath(m protocols.Message) bool {
+	if !n.obs.on {
+		return true
+	}
+	name, known := n.byID[m.To]
+	return observe.FastPath(m, !known || n.obs.voters[name])
+}
+
+// Gossiped takes a message another member gossiped: a newer announcement
+// is kept and relayed. Anything else is refused with the decoder's error.
+func (n *Node) Gossiped(now protocols.Time, b []byte) error {
+	if !n.obs.on {
+		return nil
+	}
+	defer n.settle(now)
+	ann, err := observe.Decode(b)
+	if err != nil {
+		return err
+	}
+	if ann.Leader == n.self.ID {
+		return nil // our own, relayed back
+	}
+	if n.obs.knowledge.Learn(now, ann) {
+		if cur, ok := n.obs.knowledge.Current(now); ok {
+			n.announce = append(n.announce, cur)
+		}
+	}
+	return nil
+}
+
+// announceDue queues this leader's announcement when one is due and some
+// member observes (a cluster of voters only needs none).
+func (n *Node) announceDue(now protocols.Time) {
+	if n.obs.announcer == nil {
+		return
+	}
+	n.obs.announcer.Observe(now, n.proto.Status(now))
+	ann, ok := n.obs.announcer.Due(now)
+	if !ok || !n.hasObservers() {
+		// Due re-armed the timer either way, so the loop does not spin.
+		return
+	}
+	n.announce = append(n.announce, ann)
+}
+
+// announceDeadline is when the next announcement is due, for NextWake.
+func (n *Node) announceDeadline() (protocols.Time, bool) {
+	if n.obs.announcer == nil {
+		return 0, false
+	}
+	return n.obs.announcer.NextDeadline()
+}
+
+func (n *Node) hasObservers() bool {
+	for name, m := range n.members {
+		if !n.obs.voters[name] && isLive(m) {
+			return true
+		}
+	}
+	return false
+}
+
+// electionStatus is the protocol's status, with an observer's leader, epoch
+// and term taken from the newest announcement when that is newer than
+// what the protocol knows. It returns when the leader made that claim.
+func (n *Node) electionStatus(now protocols.Time) (protocols.Status, protocols.Time, bool) {
+	st := n.proto.Status(now)
+	if !n.obs.on || st.Role != protocols.Observer {
+		return st, 0, false
+	}
+	cur, ok := n.obs.knowledge.Current(now)
+	if !ok || cur.Epoch < st.Epoch {
+		return st, 0, false
+	}
+	st.Leader, st.Epoch, st.Term, st.LeaderName = cur.Leader, cur.Epoch, cur.Term, ""
+	origin, _ := n.obs.knowledge.Origin()
+	return st, origin, true
+}
