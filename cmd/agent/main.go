@@ -62,11 +62,10 @@ func main() {
 }
 
 // oneProcessor runs the daemon on one P unless GOMAXPROCS says otherwise.
-// An agent's work is a few hundred tiny messages and a hundred loop ticks a
-// second; with a second P the scheduler wakes another thread to look for
-// work on nearly every tick and every message (futex, epoll): a lone idle
-// agent used 1.25 % of a core with two Ps and 0.97 % with one, measured
-// side by side. Only `agent run` does this: `agent dev` runs several
+// An agent's work is a few dozen tiny messages and loop wake-ups a second;
+// with a second P the scheduler wakes another thread to look for work on
+// nearly every wake-up and every message (futex, epoll), which costs an
+// idle agent measurably more CPU (docs/benchmarks/analysis.md). Only `agent run` does this: `agent dev` runs several
 // agents in one process, and tests call run in-process.
 func oneProcessor() {
 	if os.Getenv("GOMAXPROCS") == "" {
