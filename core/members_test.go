@@ -22,6 +22,7 @@ type testNode struct {
 	peers     map[protocols.ID]string
 	reachable map[protocols.ID]bool
 	now       protocols.Time
+	logs      *observer.ObservedLogs
 }
 
 func newTestNode(t *testing.T, protocol string) (*testNode, *observer.ObservedLogs) {
