@@ -122,7 +122,7 @@ func execGolden(t *testing.T, tnp **testNet, line string) string {
 			seed = uint64(num(s))
 		}
 		*tnp = newTestNet(num(kv["voters"]), observers, seed, cfg)
-		return (*tnp).takeEvents()
+		return (*tnp).TakeEvents()
 	}
 	tn := *tnp
 	if tn == nil {
@@ -130,46 +130,46 @@ func execGolden(t *testing.T, tnp **testNet, line string) string {
 	}
 	switch cmd {
 	case "run":
-		tn.run(dur(pos[0]))
-		return tn.takeEvents()
+		tn.Advance(dur(pos[0]))
+		return tn.TakeEvents()
 	case "until-leader":
 		l, d := tn.runUntilLeader(dur(kv["max"]))
-		return tn.takeEvents() + fmt.Sprintf("leader n%d after %v\n", l, d)
+		return tn.TakeEvents() + fmt.Sprintf("leader n%d after %v\n", l, d)
 	case "status":
-		return tn.status()
+		return tn.Status()
 	case "isolate":
-		tn.isolate(protocols.ID(num(pos[0])))
+		tn.Isolate(protocols.ID(num(pos[0])))
 	case "cut":
-		tn.cut[[2]protocols.ID{protocols.ID(num(pos[0])), protocols.ID(num(pos[1]))}] = true
+		tn.Cut[[2]protocols.ID{protocols.ID(num(pos[0])), protocols.ID(num(pos[1]))}] = true
 	case "heal":
-		tn.heal()
+		tn.Heal()
 	case "crash":
 		tn.crash(protocols.ID(num(pos[0])))
 	case "restart":
 		tn.start(protocols.ID(num(pos[0])))
-		return tn.takeEvents()
+		return tn.TakeEvents()
 	case "resign":
 		id := protocols.ID(num(pos[0]))
-		if err := tn.nodes[id].Resign(tn.now); err != nil {
+		if err := tn.Nodes[id].Resign(tn.Now); err != nil {
 			return fmt.Sprintf("error: %v", err)
 		}
-		tn.drain(id)
-		tn.deliver()
-		return tn.takeEvents()
+		tn.Drain(id)
+		tn.Deliver()
+		return tn.TakeEvents()
 	case "campaign":
 		// Force simultaneous campaigns, as if the timeouts expired together.
 		for _, p := range pos {
 			id := protocols.ID(num(p))
-			tn.nodes[id].campaign(tn.now, false)
-			tn.drain(id)
+			tn.Nodes[id].campaign(tn.Now, false)
+			tn.Drain(id)
 		}
-		tn.deliver()
-		return tn.takeEvents()
+		tn.Deliver()
+		return tn.TakeEvents()
 	case "disk":
-		hs := tn.disk[protocols.ID(num(pos[0]))]
+		hs := tn.HS[protocols.ID(num(pos[0]))]
 		return fmt.Sprintf("term=%d vote=%d epoch=%d", hs.Term, hs.Vote, hs.Epoch)
 	case "trace":
-		tn.traceMsg = pos[0] == "on"
+		tn.TraceSends = pos[0] == "on"
 	default:
 		t.Fatalf("unknown command %q", line)
 	}
