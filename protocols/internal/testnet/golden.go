@@ -91,6 +91,8 @@ func (a Args) Has(word string) bool {
 //	agree N max=DUR    advance until every live node follows N
 //	disk N             N's durable state
 //	trace on|off       record every message sent too
+//	campaign N...      the nodes start an election together (protocols
+//	                   with a Campaign method)
 func Golden[P Node](t *testing.T, nw *Net[P], d *datadriven.TestData) (out string, handled bool) {
 	t.Helper()
 	a := ParseArgs(d)
@@ -135,6 +137,15 @@ func Golden[P Node](t *testing.T, nw *Net[P], d *datadriven.TestData) (out strin
 	case "trace":
 		nw.TraceSends = a.Has("on")
 		return "ok", true
+	case "campaign":
+		for i := range a.Pos {
+			c, ok := any(nw.Nodes[a.ID(t, i)]).(interface{ Campaign(protocols.Time) })
+			if !ok {
+				return "", false
+			}
+			c.Campaign(nw.Now)
+		}
+		nw.Deliver()
 	default:
 		return "", false
 	}
@@ -142,4 +153,44 @@ func Golden[P Node](t *testing.T, nw *Net[P], d *datadriven.TestData) (out strin
 		return out, true
 	}
 	return "ok", true
+}
+
+// RunGolden replays the golden files in testdata/ (datadriven: a command
+// line, "----" and the expected output; -rewrite regenerates them). build
+// runs the "new" command, which every file starts with; own, when set,
+// runs the protocol's own commands first and reports whether it knew the
+// command; Golden runs the rest. Empty output reads "ok".
+func RunGolden[P Node](t *testing.T, build func(t *testing.T, a Args) *Net[P],
+	own func(t *testing.T, nw *Net[P], d *datadriven.TestData, a Args) (string, bool)) {
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		var nw *Net[P]
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			a := ParseArgs(d)
+			if d.Cmd == "new" {
+				nw = build(t, a)
+				nw.Collect()
+				return orOK(nw.TakeEvents())
+			}
+			if nw == nil {
+				d.Fatalf(t, "%s before new", d.Cmd)
+			}
+			if own != nil {
+				if out, ok := own(t, nw, d, a); ok {
+					return orOK(out)
+				}
+			}
+			out, ok := Golden(t, nw, d)
+			if !ok {
+				d.Fatalf(t, "unknown command %s", d.Cmd)
+			}
+			return out
+		})
+	})
+}
+
+func orOK(out string) string {
+	if out == "" {
+		return "ok"
+	}
+	return out
 }
