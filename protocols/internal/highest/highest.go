@@ -15,6 +15,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/conclave-agent/conclave/phi"
 	"github.com/conclave-agent/conclave/protocols"
 )
 
@@ -23,10 +24,12 @@ import (
 // from ever sharing one.
 const MaxID = protocols.MaxEpochID
 
-// Defaults taken by zero durations.
+// Defaults taken by zero durations: the agent's own (config.Default, whose
+// test holds them equal), so that the library left unconfigured behaves as
+// the agent does.
 const (
-	DefaultHeartbeatInterval = 100 * time.Millisecond
-	DefaultElectionTimeout   = 1 * time.Second
+	DefaultHeartbeatInterval = phi.DefaultHeartbeatInterval
+	DefaultElectionTimeout   = 200 * time.Millisecond
 )
 
 // Durations applies the defaults to zero durations.
