@@ -14,7 +14,8 @@ import (
 // sharing one.
 const MaxID = highest.MaxID
 
-// Defaults taken by zero Config durations.
+// Defaults taken by zero Config durations: the agent's own, a 50 ms
+// heartbeat and a 200 ms election timeout.
 const (
 	DefaultHeartbeatInterval = highest.DefaultHeartbeatInterval
 	DefaultElectionTimeout   = highest.DefaultElectionTimeout

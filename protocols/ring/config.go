@@ -21,7 +21,8 @@ const (
 	AlgHS  = "hs"
 )
 
-// Defaults taken by zero Config durations.
+// Defaults taken by zero Config durations: the agent's own, a 50 ms
+// heartbeat and a 200 ms election timeout.
 const (
 	DefaultHeartbeatInterval = highest.DefaultHeartbeatInterval
 	DefaultElectionTimeout   = highest.DefaultElectionTimeout
