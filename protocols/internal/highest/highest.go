@@ -15,7 +15,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/conclave-agent/conclave/phi"
 	"github.com/conclave-agent/conclave/protocols"
 )
 
@@ -24,11 +23,12 @@ import (
 // from ever sharing one.
 const MaxID = protocols.MaxEpochID
 
-// Defaults taken by zero durations: the agent's own (config.Default, whose
-// test holds them equal), so that the library left unconfigured behaves as
-// the agent does.
+// Defaults taken by zero durations: the agent's own (config.Default, and
+// phi.DefaultHeartbeatInterval; config's tests hold them equal), so that the
+// library left unconfigured behaves as the agent does. Not imported from
+// phi: protocols import nothing but the standard library and protocols.
 const (
-	DefaultHeartbeatInterval = phi.DefaultHeartbeatInterval
+	DefaultHeartbeatInterval = 50 * time.Millisecond
 	DefaultElectionTimeout   = 200 * time.Millisecond
 )
 
