@@ -62,12 +62,13 @@ func main() {
 }
 
 // oneProcessor runs the daemon on one P unless GOMAXPROCS says otherwise.
-// An agent's work is a few hundred tiny messages and a hundred loop ticks a
-// second; with a second P the scheduler wakes another thread to look for
-// work on nearly every tick and every message (futex, epoll): a lone idle
-// agent used 1.25 % of a core with two Ps and 0.97 % with one, measured
-// side by side. Only `agent run` does this: `agent dev` runs several
-// agents in one process, and tests call run in-process.
+// An agent's work is a few hundred tiny messages a second and a loop that
+// wakes for them and for due timers; with a second P the scheduler wakes
+// another thread to look for work on nearly every wake-up and every message
+// (futex, epoll), which measured side by side cost a lone idle agent more
+// CPU than one P (docs/benchmarks/ has the idle figures). Only `agent run`
+// does this: `agent dev` runs several agents in one process, and tests call
+// run in-process.
 func oneProcessor() {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)

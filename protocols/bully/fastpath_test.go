@@ -7,7 +7,7 @@ import (
 	"github.com/conclave-agent/conclave/protocols"
 )
 
-// The race measured on real processes (docs/measurements.md): the leader 5
+// The race seen on real processes (docs/bully-ring.md): the leader 5
 // dies, node 3 suspects it first and its ELECTION makes 4 send its own
 // ELECTION to 5, which is dead; 4's detector fires right after. With nobody
 // higher left unsuspected, 4 must not sit out the OK wait (one

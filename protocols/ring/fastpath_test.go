@@ -7,7 +7,7 @@ import (
 	"github.com/conclave-agent/conclave/protocols"
 )
 
-// The race measured on real processes (docs/measurements.md): the leader 5
+// The race seen on real processes (docs/bully-ring.md): the leader 5
 // dies, node 3 suspects it first and its election message makes 4 run and
 // send its own ELECT (LCR) or clockwise probe (HS) to 5, which is dead; the
 // other survivors' detectors fire right after. The message lost to 5 must be
