@@ -69,6 +69,33 @@ func DeadlineScenario[P Node](nw *Net[P], seed uint64, loss bool) string {
 	return nw.TakeEvents()
 }
 
+// CheckSkipsOnlyIdleTicks runs DeadlineScenario twice per seed and
+// variant: once ticking every node every millisecond, once ticking a node
+// only when its NextDeadline is due (how the agent sleeps). Every message
+// and leadership change must match: a tick the deadline let the driver
+// skip must have been one that would have done nothing. build makes the
+// five-node network of a variant.
+func CheckSkipsOnlyIdleTicks[P Node](t *testing.T, seeds uint64, variants []string, loss bool, build func(variant string) *Net[P]) {
+	t.Helper()
+	for _, v := range variants {
+		for seed := uint64(1); seed <= seeds; seed++ {
+			run := func(lazy bool) string {
+				nw := build(v)
+				nw.Lazy = lazy
+				return DeadlineScenario(nw, seed, loss)
+			}
+			eager, lazy := run(false), run(true)
+			if eager != lazy {
+				t.Fatalf("%s seed %d: ticking only at NextDeadline changed the run\n--- every tick:\n%s\n--- at deadlines:\n%s",
+					v, seed, eager, lazy)
+			}
+			if !strings.Contains(eager, " leader leader=") {
+				t.Fatalf("%s seed %d: no leader was ever elected: the comparison compared nothing", v, seed)
+			}
+		}
+	}
+}
+
 // CheckNeverStaleAfterTick checks that a node ticked at time now re-arms
 // into the future, so a driver that sleeps until the deadline cannot spin:
 // nw (four nodes ticking every millisecond) runs through an isolation, a
