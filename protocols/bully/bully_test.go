@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/conclave-agent/conclave/protocols"
+	"github.com/conclave-agent/conclave/protocols/internal/testnet"
 )
 
 var sizes = []int{4, 8, 16, 32, 64}
@@ -147,58 +148,6 @@ func TestPartitionTwoLeadersDistinctEpochs(t *testing.T) {
 	}
 }
 
-func TestResign(t *testing.T) {
-	nw := newNetwork(t, seq(4), nil)
-	nw.Advance(200 * time.Millisecond)
-	e1 := nw.Agreed(4)
-	if err := nw.Nodes[3].Resign(nw.Now); !errors.Is(err, protocols.ErrNotLeader) {
-		t.Fatalf("Resign on follower: %v", err)
-	}
-	if err := nw.Nodes[4].Resign(nw.Now); err != nil {
-		t.Fatal(err)
-	}
-	nw.Deliver()
-	e2 := nw.Agreed(3)
-	if e2 <= e1 {
-		t.Fatalf("epoch %d after resign, was %d", e2, e1)
-	}
-	// 4 does not bully its successor back.
-	nw.Advance(time.Second)
-	nw.Agreed(3)
-	// But it wins the next election.
-	nw.Crash(3, true)
-	nw.Advance(500 * time.Millisecond)
-	nw.Agreed(4)
-}
-
-func TestResignAlone(t *testing.T) {
-	nw := newNetwork(t, seq(2), nil)
-	nw.Advance(200 * time.Millisecond)
-	nw.Crash(1, true)
-	if err := nw.Nodes[2].Resign(nw.Now); !errors.Is(err, protocols.ErrNoTransferTarget) {
-		t.Fatalf("Resign alone: %v", err)
-	}
-	if nw.Nodes[2].Status(nw.Now).Role != protocols.Leader {
-		t.Fatal("failed Resign changed the role")
-	}
-}
-
-func TestEpochSurvivesRestart(t *testing.T) {
-	nw := newNetwork(t, seq(3), nil)
-	nw.Advance(200 * time.Millisecond)
-	e1 := nw.Agreed(3)
-	for _, id := range seq(3) {
-		nw.Crash(id, false)
-	}
-	for _, id := range seq(3) {
-		nw.Restart(id)
-	}
-	nw.Advance(300 * time.Millisecond)
-	if e2 := nw.Agreed(3); e2 <= e1 {
-		t.Fatalf("epoch after full restart %d, before %d", e2, e1)
-	}
-}
-
 // Announcements older than what a follower knows are ignored.
 func TestStaleAnnouncementIgnored(t *testing.T) {
 	nw := newNetwork(t, seq(3), nil)
@@ -291,4 +240,17 @@ func TestIsolatedCoordinator(t *testing.T) {
 	if e := nw.Agreed(4); e <= e3 {
 		t.Fatalf("epoch %d after heal, not above %d", e, e3)
 	}
+}
+
+// Resign, resigning alone and the epoch across restarts, as every
+// highest-id election promises (protocols/internal/testnet).
+func TestResign(t *testing.T) { testnet.CheckResign(t, builder(t, nil)) }
+
+func TestResignAlone(t *testing.T) { testnet.CheckResignAlone(t, builder(t, nil)) }
+
+func TestEpochSurvivesRestart(t *testing.T) { testnet.CheckEpochSurvivesRestart(t, builder(t, nil)) }
+
+// builder makes networks for the shared checks.
+func builder(t *testing.T, tweak func(*Config)) func(ids []protocols.ID) *testnet.Net[*Node] {
+	return func(ids []protocols.ID) *testnet.Net[*Node] { return newNetwork(t, ids, tweak).Net }
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/conclave-agent/conclave/protocols"
+	"github.com/conclave-agent/conclave/protocols/internal/testnet"
 )
 
 var algs = []string{AlgLCR, AlgHS}
@@ -154,59 +155,6 @@ func TestIsolatedLeader(t *testing.T) {
 	}
 }
 
-func TestResign(t *testing.T) {
-	for _, alg := range algs {
-		nw := newNetwork(t, seq(4), withAlg(alg))
-		nw.Advance(500 * time.Millisecond)
-		e1 := nw.Agreed(4)
-		if err := nw.Nodes[3].Resign(nw.Now); !errors.Is(err, protocols.ErrNotLeader) {
-			t.Fatalf("%s: Resign on follower: %v", alg, err)
-		}
-		if err := nw.Nodes[4].Resign(nw.Now); err != nil {
-			t.Fatal(err)
-		}
-		nw.Deliver()
-		if e2 := nw.Agreed(3); e2 <= e1 {
-			t.Fatalf("%s: epoch %d after resign, was %d", alg, e2, e1)
-		}
-		nw.Advance(time.Second)
-		nw.Agreed(3) // 4 does not take it back
-		nw.Crash(3, true)
-		nw.Advance(time.Second)
-		nw.Agreed(4) // but wins the next election
-	}
-}
-
-func TestResignAlone(t *testing.T) {
-	nw := newNetwork(t, seq(2), nil)
-	nw.Advance(500 * time.Millisecond)
-	nw.Crash(1, true)
-	if err := nw.Nodes[2].Resign(nw.Now); !errors.Is(err, protocols.ErrNoTransferTarget) {
-		t.Fatalf("Resign alone: %v", err)
-	}
-	if nw.Nodes[2].Status(nw.Now).Role != protocols.Leader {
-		t.Fatal("failed Resign changed the role")
-	}
-}
-
-func TestEpochSurvivesRestart(t *testing.T) {
-	for _, alg := range algs {
-		nw := newNetwork(t, seq(3), withAlg(alg))
-		nw.Advance(500 * time.Millisecond)
-		e1 := nw.Agreed(3)
-		for _, id := range seq(3) {
-			nw.Crash(id, false)
-		}
-		for _, id := range seq(3) {
-			nw.Restart(id)
-		}
-		nw.Advance(time.Second)
-		if e2 := nw.Agreed(3); e2 <= e1 {
-			t.Fatalf("%s: epoch after full restart %d, before %d", alg, e2, e1)
-		}
-	}
-}
-
 func TestStaleLeaderIgnored(t *testing.T) {
 	nw := newNetwork(t, seq(3), nil)
 	nw.Advance(500 * time.Millisecond)
@@ -287,4 +235,30 @@ func TestConfigValidate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// Resign, resigning alone and the epoch across restarts, as every
+// highest-id election promises (protocols/internal/testnet), for both
+// algorithms.
+func TestResign(t *testing.T) {
+	for _, alg := range algs {
+		t.Run(alg, func(t *testing.T) { testnet.CheckResign(t, builder(t, withAlg(alg))) })
+	}
+}
+
+func TestResignAlone(t *testing.T) {
+	for _, alg := range algs {
+		t.Run(alg, func(t *testing.T) { testnet.CheckResignAlone(t, builder(t, withAlg(alg))) })
+	}
+}
+
+func TestEpochSurvivesRestart(t *testing.T) {
+	for _, alg := range algs {
+		t.Run(alg, func(t *testing.T) { testnet.CheckEpochSurvivesRestart(t, builder(t, withAlg(alg))) })
+	}
+}
+
+// builder makes networks for the shared checks.
+func builder(t *testing.T, tweak func(*Config)) func(ids []protocols.ID) *testnet.Net[*Node] {
+	return func(ids []protocols.ID) *testnet.Net[*Node] { return newNetwork(t, ids, tweak).Net }
 }
