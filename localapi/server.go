@@ -6,13 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"net"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/conclave-agent/conclave/api"
 )
@@ -64,8 +65,9 @@ type Options struct {
 	Hub *Hub
 	// Metrics serves /metrics (e.g. promhttp.Handler()); nil → 404.
 	Metrics http.Handler
-	// Logger receives request errors; nil discards them.
-	Logger *slog.Logger
+	// Logger receives request errors (warn) and the HTTP server's own
+	// complaints (debug); nil discards them. The agent passes its own.
+	Logger *zap.Logger
 	// RequestTimeout overrides DefaultRequestTimeout when positive.
 	RequestTimeout time.Duration
 	// MaxConnections bounds the connections open at once; beyond it a
@@ -87,7 +89,7 @@ type handler struct {
 type Server struct {
 	backend  Backend
 	hub      *Hub
-	log      *slog.Logger
+	log      *zap.Logger
 	timeout  time.Duration
 	handlers map[string]handler // keyed by path, tailscale style
 	counts   counters
@@ -123,7 +125,7 @@ func New(opts Options) (*Server, error) {
 		s.limits.maxWatchers = DefaultMaxWatchers
 	}
 	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
+		s.log = zap.NewNop()
 	}
 	s.handlers = map[string]handler{
 		api.PathStatus:  {method: http.MethodGet, serve: s.serveStatus},
@@ -186,7 +188,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := h.serve(rec, r); err != nil {
 		code := statusFor(err)
 		if code >= 500 {
-			s.log.Warn("localapi request failed", "path", r.URL.Path, "code", code, "err", err)
+			s.log.Warn("localapi request failed", zap.String("path", r.URL.Path), zap.Int("code", code), zap.Error(err))
 		}
 		if rec.wrote {
 			return // a stream already started; nothing more can be said
@@ -390,6 +392,10 @@ func (s *Server) Serve(ln net.Listener) error {
 		return nil
 	default:
 	}
+	// The HTTP server's own complaints (a client hanging up mid-request and
+	// the like) are the clients' business: debug level. NewStdLogAt fails
+	// only for a level zap does not know.
+	errLog, _ := zap.NewStdLogAt(s.log, zap.DebugLevel)
 	s.http = &http.Server{
 		Handler:           s,
 		ConnContext:       connContext,
@@ -398,7 +404,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		MaxHeaderBytes:    MaxHeaderBytes,
 		// No ReadTimeout/WriteTimeout: they would cut watch streams and
 		// blocking queries; ServeHTTP sets per-request write deadlines.
-		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		ErrorLog: errLog,
 	}
 	srv := s.http
 	s.mu.Unlock()

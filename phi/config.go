@@ -66,8 +66,9 @@ func DefaultConfig() Config {
 		// false suspicion (8 raised one) and suspected a crashed sender
 		// 0.36 s after the crash on average, 0.58 s at worst.
 		Threshold: 10,
-		// 200 samples are 20 s of history at 100 ms: a steady estimate
-		// that forgets a past GC pause or a calmer network within 20 s.
+		// 200 samples are 10 s of history at the default 50 ms: a
+		// steady estimate that forgets a past GC pause or a calmer
+		// network within 10 s.
 		// 50 and 1000 measured the same in every scenario.
 		MaxSamples: 200,
 		// Does not bind under 20 ms jitter (the measured deviation is

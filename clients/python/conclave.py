@@ -35,8 +35,9 @@ __all__ = [
 ENV_SOCKET = "CONCLAVE_SOCKET"
 DEFAULT_SOCKET = "data/n1/agent.sock"
 
-# An answer older than this no longer vouches for leadership (the rule
-# `agent exec` applies; bully and ring have no lease to go by).
+# An answer older than this no longer vouches for leadership (the Go
+# client's client.DefaultStaleAfter, which `agent exec` applies; bully and
+# ring have no lease to go by).
 STALE_AFTER = 1.0
 
 # Bounds on what is read, so a confused peer on the socket cannot make the
@@ -123,7 +124,8 @@ class Status:
     def leads_now(self, now=None):
         """Whether this answer still vouches for this node's leadership now.
 
-        The rule of `agent exec`: the agent said "leader", the answer is at
+        The rule of the Go client's client.Leadership (which `agent exec`
+        uses), for a single answer: the agent said "leader", the answer is at
         most STALE_AFTER seconds old, and, when the protocol has a lease
         (majority), the lease counted from when the question was asked has
         not run out. A paused or slow process therefore stops believing it

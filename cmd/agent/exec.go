@@ -22,17 +22,13 @@ import (
 // exec timings. The poll keeps the lease fresh (a paused agent stops
 // answering, so its lease is not renewed here and the child is stopped when
 // it runs out); the watch pushes changes at once.
+// How long an answer vouches for leadership, and how long before the lease
+// ends the command is stopped (so SIGTERM reaches it while no other node
+// can lead yet), are client.Leadership's defaults.
 const (
 	execPollInterval = 100 * time.Millisecond
 	execPollTimeout  = 500 * time.Millisecond
-	// execStaleAfter: with no fresh answer for this long, contact with the
-	// agent counts as lost (bully and ring have no lease to go by).
-	execStaleAfter = time.Second
-	// execLeaseMargin: the command is stopped this long before the lease
-	// runs out, so SIGTERM reaches it while no other node can lead yet,
-	// even when this process is a little late to wake up.
-	execLeaseMargin = 25 * time.Millisecond
-	execRestartWait = time.Second
+	execRestartWait  = time.Second
 )
 
 func runExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -74,57 +70,16 @@ type statusUpdate struct {
 	poll bool
 }
 
-// execView is what exec knows of the agent's leadership: the newest view
-// from either source, and the lease vouched for by the last poll.
-type execView struct {
-	st  api.Status
-	err error // contact lost, since the last answer
-	// leaseEpoch is the epoch the last poll saw this node lead; leaseUntil
-	// when that lease runs out (zero: no lease, bully and ring), and
-	// freshUntil when the poll is too old to vouch for anything.
-	leaseEpoch             uint64
-	leaseUntil, freshUntil time.Time
-}
-
-// update merges u into v. Answers are ordered by the agent's Seq: one
-// computed before a change already seen never undoes it. A watch event acts
-// the moment it is read; it can end leadership at once but not start one.
-func (v *execView) update(u statusUpdate) {
-	if u.err != nil {
-		// The agent may be gone or restarting: its Seq starts again.
-		v.err, v.st.Seq = u.err, 0
-		return
+// apply feeds u to what exec knows of the agent's leadership.
+func (u statusUpdate) apply(v *client.Leadership) {
+	switch {
+	case u.err != nil:
+		v.Lost(u.err)
+	case u.poll:
+		v.Polled(u.st, u.at)
+	default:
+		v.Watched(u.st)
 	}
-	if u.st.Seq < v.st.Seq {
-		return
-	}
-	v.st, v.err = u.st, nil
-	if u.poll && u.st.Role == api.RoleLeader {
-		v.leaseEpoch = u.st.Epoch
-		v.freshUntil = u.at.Add(execStaleAfter)
-		v.leaseUntil = time.Time{}
-		if l := u.st.Lease(); l > 0 {
-			// A lease shorter than the margin still counts as a lease,
-			// just one already over.
-			v.leaseUntil = u.at.Add(max(l-execLeaseMargin, time.Nanosecond))
-		}
-	}
-}
-
-// leads reports whether v still vouches for this node's leadership now.
-func (v *execView) leads(now time.Time) bool {
-	if v.err != nil || v.st.Role != api.RoleLeader || v.st.Epoch != v.leaseEpoch || !now.Before(v.freshUntil) {
-		return false
-	}
-	return v.leaseUntil.IsZero() || now.Before(v.leaseUntil)
-}
-
-// deadline is when leads may turn false without any new answer.
-func (v *execView) deadline() time.Time {
-	if !v.leaseUntil.IsZero() && v.leaseUntil.Before(v.freshUntil) {
-		return v.leaseUntil
-	}
-	return v.freshUntil
 }
 
 type execRunner struct {
@@ -160,7 +115,7 @@ func (r *execRunner) run(ctx context.Context) int {
 	signal.Notify(forward, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
 	defer signal.Stop(forward)
 
-	var view execView
+	var view client.Leadership
 	// wake fires when the lease or the last poll's freshness runs out, so
 	// the command is stopped then and not at some later tick.
 	wake := time.NewTimer(time.Hour)
@@ -171,10 +126,10 @@ func (r *execRunner) run(ctx context.Context) int {
 			// SIGINT/SIGTERM to exec: pass it on, wait out the grace.
 			return r.shutdown()
 		case u := <-updates:
-			if u.err != nil && view.err == nil {
+			if u.err != nil && view.Err() == nil {
 				r.logf("lost contact with the agent: %v", u.err)
 			}
-			view.update(u)
+			u.apply(&view)
 		case <-wake.C:
 		case sig := <-forward:
 			r.signalChild(sig.(syscall.Signal))
@@ -186,8 +141,8 @@ func (r *execRunner) run(ctx context.Context) int {
 		// due; otherwise only answers (a poll every 100 ms) move anything.
 		now := time.Now()
 		next := now.Add(time.Hour)
-		if view.leads(now) {
-			next = view.deadline()
+		if view.Leads(now) {
+			next = view.Deadline()
 		}
 		if r.child == nil && r.restartAt.After(now) && r.restartAt.Before(next) {
 			next = r.restartAt
@@ -196,18 +151,18 @@ func (r *execRunner) run(ctx context.Context) int {
 	}
 }
 
-func (r *execRunner) reconcile(v *execView) {
+func (r *execRunner) reconcile(v *client.Leadership) {
 	now := time.Now()
-	want := v.leads(now)
+	want := v.Leads(now)
 	if r.child != nil {
-		if !r.stopping && (!want || v.st.Epoch != r.epoch) {
+		if !r.stopping && (!want || v.Status().Epoch != r.epoch) {
 			r.logf("leadership of epoch %d lost: stopping the command", r.epoch)
 			r.stopChild()
 		}
 		return
 	}
 	if want && !now.Before(r.restartAt) {
-		r.startChild(v.st)
+		r.startChild(v.Status())
 	}
 }
 

@@ -62,11 +62,13 @@ func main() {
 }
 
 // oneProcessor runs the daemon on one P unless GOMAXPROCS says otherwise.
-// An agent's work is a few dozen tiny messages and loop wake-ups a second;
-// with a second P the scheduler wakes another thread to look for work on
-// nearly every wake-up and every message (futex, epoll), which costs an
-// idle agent measurably more CPU (docs/benchmarks/analysis.md). Only `agent run` does this: `agent dev` runs several
-// agents in one process, and tests call run in-process.
+// An agent's work is a few hundred tiny messages a second and a loop that
+// wakes for them and for due timers; with a second P the scheduler wakes
+// another thread to look for work on nearly every wake-up and every message
+// (futex, epoll), which measured side by side cost a lone idle agent more
+// CPU than one P (docs/benchmarks/ has the idle figures). Only `agent run`
+// does this: `agent dev` runs several agents in one process, and tests call
+// run in-process.
 func oneProcessor() {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)

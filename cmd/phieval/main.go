@@ -68,8 +68,8 @@ func candidates() []candidate {
 	return cs
 }
 
-// crashEvery spaces crash trials: one every crashEvery heartbeats (at the
-// default 50 ms, one every 5 s: 17,280 a day).
+// crashEvery spaces crash trials, in heartbeats: at the default 50 ms one
+// trial every 5 s, 17,280 a day.
 const crashEvery = 100
 
 func run(out io.Writer, days float64, seed uint64, svgPath string, sweep bool) error {

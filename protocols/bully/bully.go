@@ -16,12 +16,11 @@
 package bully
 
 import (
-	"fmt"
 	"math/rand/v2"
-	"slices"
 	"time"
 
 	"github.com/conclave-agent/conclave/protocols"
+	"github.com/conclave-agent/conclave/protocols/internal/highest"
 )
 
 // state is the node's place in the algorithm.
@@ -34,12 +33,6 @@ const (
 	stLeader                // coordinator
 )
 
-type member struct {
-	m         protocols.Member
-	down      bool // MemberDown without a later MemberUp
-	suspected bool // the failure detector's latest verdict
-}
-
 // Node is one bully participant. It implements protocols.Protocol; all
 // methods must be called from one goroutine.
 type Node struct {
@@ -49,28 +42,24 @@ type Node struct {
 	rand    *rand.Rand
 	log     protocols.Logger
 
-	members map[protocols.ID]*member
-	ids     []protocols.ID // sorted member ids, self included
+	members *highest.Roster
 
 	st     state
 	leader protocols.ID // the coordinator followed or being; None while unknown
 	epoch  uint64       // epoch of the latest coordinator accepted (or been)
-	seen   uint64       // highest epoch seen or created; persisted
+	epochs highest.Epochs
 
 	now      protocols.Time
 	deadline protocols.Time // follower: heartbeat timeout; elections: OK/COORDINATOR wait
 	hbDue    protocols.Time // leader: next heartbeat round
 
-	// Resign: the node abstains until abstainUntil (or until a new
-	// coordinator is announced), then never preempts yieldTo, the leader
-	// that replaced it, until it takes part in an election again.
-	abstainUntil protocols.Time
-	yieldTo      protocols.ID
+	// abstain is the resign machinery: after Resign the node abstains,
+	// then spares the coordinator that replaced it.
+	abstain highest.Abstention
 	// excluded is the resigned coordinator left out of this node's current
 	// election.
 	excluded protocols.ID
 
-	hs  protocols.HardState
 	out protocols.Outbox
 }
 
@@ -90,24 +79,16 @@ func New(cfg Config) (*Node, error) {
 		hb:      hb,
 		et:      et,
 		preempt: !cfg.NoPreempt,
-		rand:    cfg.Rand,
+		rand:    highest.Rand(cfg.Rand, cfg.ID, 0x6275_6c6c_79),
 		log:     cfg.Logger,
-		members: map[protocols.ID]*member{},
+		members: highest.NewRoster(cfg.ID, cfg.Members),
 		now:     cfg.Now,
-		seen:    cfg.HardState.Epoch,
 		epoch:   cfg.HardState.Epoch,
-		hs:      cfg.HardState,
-	}
-	if n.rand == nil {
-		n.rand = rand.New(rand.NewPCG(uint64(cfg.ID), 0x6275_6c6c_79))
+		epochs:  highest.NewEpochs(cfg.HardState),
 	}
 	if n.log == nil {
 		n.log = protocols.NopLogger{}
 	}
-	for _, m := range cfg.Members {
-		n.addMember(m)
-	}
-	n.addMember(protocols.Member{ID: cfg.ID})
 	initial := n.softState()
 	n.out.Reset(cfg.HardState, &initial)
 	if n.preempt {
@@ -118,44 +99,14 @@ func New(cfg Config) (*Node, error) {
 	return n, nil
 }
 
-func (n *Node) addMember(m protocols.Member) {
-	if mm, ok := n.members[m.ID]; ok {
-		if m.Name != "" {
-			mm.m = m
-		}
-		return
-	}
-	n.members[m.ID] = &member{m: m}
-	n.ids = append(n.ids, m.ID)
-	slices.Sort(n.ids)
-}
-
-// live reports whether id is a member believed alive: neither down nor
-// suspected.
-func (n *Node) live(id protocols.ID) bool {
-	m, ok := n.members[id]
-	return ok && !m.down && !m.suspected
-}
-
-func (n *Node) abstaining() bool { return n.now < n.abstainUntil }
+func (n *Node) abstaining() bool { return n.abstain.Active(n.now) }
 
 func (n *Node) send(m protocols.Message) {
 	m.From = n.id
 	n.out.Send(m)
 }
 
-// observe raises the highest epoch seen; it is persisted with the next Ready.
-func (n *Node) observe(e uint64) {
-	if e > n.seen {
-		n.seen = e
-		n.hs.Epoch = e
-	}
-}
-
-func (n *Node) resetFollowerTimer() {
-	jitter := time.Duration(n.rand.Int64N(int64(n.et)/2 + 1))
-	n.deadline = n.now.Add(n.et + jitter)
-}
+func (n *Node) resetFollowerTimer() { n.deadline = highest.Timeout(n.rand, n.now, n.et) }
 
 // Campaign starts an election at once, as if the coordinator had been found
 // dead. The agent does not need it; tests and operators use it.
@@ -170,11 +121,11 @@ func (n *Node) startElection(exclude protocols.ID) {
 	if n.abstaining() {
 		return
 	}
-	n.yieldTo = protocols.None
+	n.abstain.Campaigning()
 	n.excluded = exclude
 	var higher []protocols.ID
-	for _, id := range n.ids {
-		if id > n.id && id != exclude && n.live(id) {
+	for _, id := range n.members.IDs() {
+		if id > n.id && id != exclude && n.members.Live(id) {
 			higher = append(higher, id)
 		}
 	}
@@ -187,7 +138,7 @@ func (n *Node) startElection(exclude protocols.ID) {
 	n.leader = protocols.None
 	n.deadline = n.now.Add(n.et)
 	for _, id := range higher {
-		n.send(protocols.Message{Kind: protocols.MsgElection, To: id, Epoch: n.seen})
+		n.send(protocols.Message{Kind: protocols.MsgElection, To: id, Epoch: n.epochs.Seen()})
 	}
 }
 
@@ -195,22 +146,23 @@ func (n *Node) startElection(exclude protocols.ID) {
 // HardState in the same Ready as the COORDINATOR messages, so the driver
 // makes it durable before any of them leaves.
 func (n *Node) becomeLeader() {
-	if !protocols.CanCreateEpoch(n.seen) {
+	if !protocols.CanCreateEpoch(n.epochs.Seen()) {
 		// The next epoch would pass protocols.Ceiling: stay without a
 		// leader rather than wrap.
-		n.log.Infow("bully: not taking the lead: the epoch is at the ceiling", "node", n.id, "epoch", n.seen)
+		n.log.Infow("bully: not taking the lead: the epoch is at the ceiling", "node", n.id, "epoch", n.epochs.Seen())
 		n.st, n.leader = stFollower, protocols.None
 		n.resetFollowerTimer()
 		return
 	}
-	n.epoch = protocols.NextEpoch(n.seen, n.id)
-	n.observe(n.epoch)
+	n.epoch = protocols.NextEpoch(n.epochs.Seen(), n.id)
+	n.epochs.Observe(n.epoch)
 	n.st = stLeader
 	n.leader = n.id
-	n.excluded, n.yieldTo, n.abstainUntil = protocols.None, protocols.None, 0
+	n.excluded = protocols.None
+	n.abstain.Led()
 	n.log.Infow("bully: coordinator", "node", n.id, "epoch", n.epoch)
-	for _, id := range n.ids {
-		if id != n.id && !n.members[id].down {
+	for _, id := range n.members.IDs() {
+		if id != n.id && !n.members.Down(id) {
 			n.send(protocols.Message{Kind: protocols.MsgCoordinator, To: id, Leader: n.id, Epoch: n.epoch})
 		}
 	}
@@ -223,16 +175,14 @@ func (n *Node) heartbeat(to protocols.ID) {
 
 // follow makes leader l of epoch e this node's coordinator.
 func (n *Node) follow(l protocols.ID, e uint64) {
-	if n.abstaining() && l < n.id {
-		// The coordinator that replaced us after Resign: do not bully it.
-		n.yieldTo = l
-	}
+	// The coordinator that replaced us after Resign: do not bully it.
+	n.abstain.Followed(n.now, n.id, l)
 	if n.st == stLeader || n.leader != l || n.epoch != e {
 		n.log.Infow("bully: following", "node", n.id, "leader", l, "epoch", e)
 	}
 	n.st = stFollower
 	n.leader, n.epoch = l, e
-	n.excluded, n.abstainUntil = protocols.None, 0
+	n.excluded = protocols.None
 	n.resetFollowerTimer()
 }
 
@@ -244,7 +194,7 @@ func (n *Node) announce(l protocols.ID, e uint64) {
 		// coordinator learns of the newer one from its heartbeats.
 		return
 	}
-	if l < n.id && n.preempt && n.yieldTo != l && !n.abstaining() {
+	if l < n.id && n.preempt && !n.abstain.Spares(n.now, l) {
 		// A lower id leads while we are alive: bully it out, unless we are
 		// already electing. seen already covers e, so our epoch exceeds it.
 		if n.st == stFollower || n.st == stLeader {
@@ -257,11 +207,8 @@ func (n *Node) announce(l protocols.ID, e uint64) {
 
 // Step handles message m received at local time now.
 func (n *Node) Step(now protocols.Time, m protocols.Message) error {
-	if m.To != n.id {
-		return protocols.ErrNotAddressed
-	}
-	if _, ok := n.members[m.From]; !ok || m.From == n.id {
-		return protocols.ErrUnknownSender
+	if err := n.members.Addressed(m); err != nil {
+		return err
 	}
 	switch m.Kind {
 	case protocols.MsgElection, protocols.MsgOK, protocols.MsgCoordinator,
@@ -269,11 +216,11 @@ func (n *Node) Step(now protocols.Time, m protocols.Message) error {
 	default:
 		return protocols.ErrUnknownKind
 	}
-	if !protocols.AdmitEpoch(m.Epoch, n.seen) {
-		return fmt.Errorf("bully: %w", protocols.BeyondCeiling("epoch", m, m.Epoch, n.seen))
+	if err := n.epochs.Admit("bully", m); err != nil {
+		return err
 	}
 	n.now = now
-	n.observe(m.Epoch)
+	n.epochs.Observe(m.Epoch)
 	switch m.Kind {
 	case protocols.MsgElection:
 		n.stepElection(m)
@@ -305,7 +252,7 @@ func (n *Node) stepElection(m protocols.Message) {
 		// Stay silent, so the sender does not wait on us.
 		return
 	}
-	n.send(protocols.Message{Kind: protocols.MsgOK, To: m.From, Epoch: n.seen})
+	n.send(protocols.Message{Kind: protocols.MsgOK, To: m.From, Epoch: n.epochs.Seen()})
 	switch n.st {
 	case stLeader:
 		switch {
@@ -335,8 +282,8 @@ func (n *Node) Tick(now protocols.Time) {
 	switch n.st {
 	case stLeader:
 		if now >= n.hbDue {
-			for _, id := range n.ids {
-				if id != n.id && !n.members[id].down {
+			for _, id := range n.members.IDs() {
+				if id != n.id && !n.members.Down(id) {
 					n.heartbeat(id)
 				}
 			}
@@ -372,13 +319,10 @@ var _ protocols.Deadliner = (*Node)(nil)
 // returning node learns the leader without waiting a heartbeat interval.
 func (n *Node) MemberUp(now protocols.Time, m protocols.Member) {
 	n.now = now
-	if m.ID == protocols.None || m.ID > MaxID {
-		n.log.Infow("bully: ignoring member with invalid id", "id", m.ID)
+	if err := n.members.Up(m); err != nil {
+		n.log.Infow("bully: ignoring member", "id", m.ID, "error", err)
 		return
 	}
-	n.addMember(m)
-	mm := n.members[m.ID]
-	mm.down, mm.suspected = false, false
 	if n.st == stLeader && m.ID != n.id {
 		n.heartbeat(m.ID)
 	}
@@ -388,12 +332,9 @@ func (n *Node) MemberUp(now protocols.Time, m protocols.Member) {
 // and losing the last higher id a candidate waits on ends its wait.
 func (n *Node) MemberDown(now protocols.Time, id protocols.ID) {
 	n.now = now
-	m, ok := n.members[id]
-	if !ok || id == n.id {
-		return
+	if n.members.SetDown(id) {
+		n.memberLost(id)
 	}
-	m.down = true
-	n.memberLost(id)
 }
 
 // Suspect records the failure detector's verdict; suspecting the coordinator
@@ -401,12 +342,7 @@ func (n *Node) MemberDown(now protocols.Time, id protocols.ID) {
 // ends its wait.
 func (n *Node) Suspect(now protocols.Time, id protocols.ID, suspected bool) {
 	n.now = now
-	m, ok := n.members[id]
-	if !ok || id == n.id {
-		return
-	}
-	m.suspected = suspected
-	if suspected {
+	if n.members.SetSuspected(id, suspected) && suspected {
 		n.memberLost(id)
 	}
 }
@@ -432,8 +368,8 @@ func (n *Node) memberLost(id protocols.ID) {
 // higherLive reports whether an id above this node's, other than the one
 // excluded from the current election, is believed alive.
 func (n *Node) higherLive() bool {
-	for _, id := range n.ids {
-		if id > n.id && id != n.excluded && n.live(id) {
+	for _, id := range n.members.IDs() {
+		if id > n.id && id != n.excluded && n.members.Live(id) {
 			return true
 		}
 	}
@@ -453,8 +389,8 @@ func (n *Node) Resign(now protocols.Time) error {
 		return protocols.ErrNotLeader
 	}
 	target := protocols.None
-	for _, id := range n.ids {
-		if id != n.id && n.live(id) {
+	for _, id := range n.members.IDs() {
+		if id != n.id && n.members.Live(id) {
 			target = id
 		}
 	}
@@ -465,9 +401,8 @@ func (n *Node) Resign(now protocols.Time) error {
 	n.log.Infow("bully: resigning", "node", n.id, "to", target)
 	n.st = stFollower
 	n.leader = protocols.None
-	n.abstainUntil = now.Add(2 * n.et)
-	n.deadline = n.abstainUntil
-	n.send(protocols.Message{Kind: protocols.MsgElection, To: target, Epoch: n.seen})
+	n.deadline = n.abstain.Begin(now, n.et)
+	n.send(protocols.Message{Kind: protocols.MsgElection, To: target, Epoch: n.epochs.Seen()})
 	return nil
 }
 
@@ -488,19 +423,15 @@ func (n *Node) softState() protocols.SoftState {
 // Status reports the coordinator this node knows and its epoch. Bully has no
 // lease: LeaseUntil is always zero and Term is the epoch.
 func (n *Node) Status(now protocols.Time) protocols.Status {
-	s := protocols.Status{Role: n.role(), Leader: n.leader, Epoch: n.epoch, Term: n.epoch}
-	if m, ok := n.members[n.leader]; ok {
-		s.LeaderName = m.m.Name
-	}
-	return s
+	return n.members.Status(n.role(), n.leader, n.epoch)
 }
 
 // HasReady reports whether Ready has work.
-func (n *Node) HasReady() bool { return n.out.HasReady(n.hs, n.softState()) }
+func (n *Node) HasReady() bool { return n.out.HasReady(n.epochs.HardState(), n.softState()) }
 
 // Ready returns the pending work: a risen epoch to persist, messages, and a
 // leadership change to announce.
-func (n *Node) Ready() protocols.Ready { return n.out.Ready(n.hs, n.softState()) }
+func (n *Node) Ready() protocols.Ready { return n.out.Ready(n.epochs.HardState(), n.softState()) }
 
 // Advance acknowledges rd.
 func (n *Node) Advance(rd protocols.Ready) { n.out.Advance(rd) }

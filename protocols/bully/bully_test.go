@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/conclave-agent/conclave/protocols"
+	"github.com/conclave-agent/conclave/protocols/internal/testnet"
 )
 
 var sizes = []int{4, 8, 16, 32, 64}
@@ -16,10 +17,10 @@ var sizes = []int{4, 8, 16, 32, 64}
 func TestMessageCountLowestStarts(t *testing.T) {
 	for _, n := range sizes {
 		nw := newNetwork(t, seq(n), nil)
-		nw.nodes[1].Campaign(nw.now)
-		nw.deliver()
-		nw.agreed(protocols.ID(n))
-		e, ok, c := nw.counts[protocols.MsgElection], nw.counts[protocols.MsgOK], nw.counts[protocols.MsgCoordinator]
+		nw.Nodes[1].Campaign(nw.Now)
+		nw.Deliver()
+		nw.Agreed(protocols.ID(n))
+		e, ok, c := nw.Delivered[protocols.MsgElection], nw.Delivered[protocols.MsgOK], nw.Delivered[protocols.MsgCoordinator]
 		t.Logf("n=%d lowest starts: election=%d ok=%d coordinator=%d total=%d (n²-1=%d)", n, e, ok, c, e+ok+c, n*n-1)
 		if e != n*(n-1)/2 || ok != n*(n-1)/2 || c != n-1 {
 			t.Errorf("n=%d: election=%d ok=%d coordinator=%d, want %d %d %d", n, e, ok, c, n*(n-1)/2, n*(n-1)/2, n-1)
@@ -32,27 +33,27 @@ func TestMessageCountLowestStarts(t *testing.T) {
 func TestMessageCountNextHighestStarts(t *testing.T) {
 	for _, n := range sizes {
 		nw := newNetwork(t, seq(n), nil)
-		nw.nodes[1].Campaign(nw.now)
-		nw.deliver()
-		nw.resetCounts()
-		nw.crash(protocols.ID(n), false)
+		nw.Nodes[1].Campaign(nw.Now)
+		nw.Deliver()
+		nw.ResetCounts()
+		nw.Crash(protocols.ID(n), false)
 		next := protocols.ID(n - 1)
-		nw.nodes[next].MemberDown(nw.now, protocols.ID(n))
-		nw.deliver()
-		got := nw.counts
+		nw.Nodes[next].MemberDown(nw.Now, protocols.ID(n))
+		nw.Deliver()
+		got := nw.Delivered
 		t.Logf("n=%d next-highest starts: election=%d ok=%d coordinator=%d", n, got[protocols.MsgElection], got[protocols.MsgOK], got[protocols.MsgCoordinator])
 		if got[protocols.MsgElection] != 0 || got[protocols.MsgOK] != 0 || got[protocols.MsgCoordinator] != n-2 {
 			t.Errorf("n=%d: counts %v, want only %d coordinator", n, got, n-2)
 		}
-		nw.agreed(next)
+		nw.Agreed(next)
 	}
 }
 
 func TestStartupElectsHighest(t *testing.T) {
 	for _, noPreempt := range []bool{false, true} {
 		nw := newNetwork(t, []protocols.ID{3, 9, 4, 12, 7}, func(c *Config) { c.NoPreempt = noPreempt })
-		nw.advance(500 * time.Millisecond)
-		e := nw.agreed(12)
+		nw.Advance(500 * time.Millisecond)
+		e := nw.Agreed(12)
 		if protocols.EpochLeader(e) != 12 {
 			t.Fatalf("epoch %#x does not name leader 12", e)
 		}
@@ -61,37 +62,37 @@ func TestStartupElectsHighest(t *testing.T) {
 
 func TestCoordinatorHeartbeats(t *testing.T) {
 	nw := newNetwork(t, seq(4), nil)
-	nw.advance(200 * time.Millisecond)
-	nw.resetCounts()
-	nw.advance(100 * time.Millisecond)
+	nw.Advance(200 * time.Millisecond)
+	nw.ResetCounts()
+	nw.Advance(100 * time.Millisecond)
 	// 3 followers, one heartbeat each every 10ms, nothing else.
-	if got := nw.counts[protocols.MsgHeartbeat]; got < 27 || got > 33 {
+	if got := nw.Delivered[protocols.MsgHeartbeat]; got < 27 || got > 33 {
 		t.Fatalf("heartbeats in 100ms: %d", got)
 	}
-	if len(nw.counts) != 1 {
-		t.Fatalf("unexpected traffic in a stable cluster: %v", nw.counts)
+	if len(nw.Delivered) != 1 {
+		t.Fatalf("unexpected traffic in a stable cluster: %v", nw.Delivered)
 	}
 }
 
 func TestFailoverSignals(t *testing.T) {
 	cases := map[string]func(nw *network){
-		"member-down": func(nw *network) { nw.crash(5, true) },
+		"member-down": func(nw *network) { nw.Crash(5, true) },
 		"suspect": func(nw *network) {
-			nw.crash(5, false)
+			nw.Crash(5, false)
 			for _, id := range seq(4) {
-				nw.nodes[id].Suspect(nw.now, 5, true)
+				nw.Nodes[id].Suspect(nw.Now, 5, true)
 			}
 		},
-		"heartbeat-timeout": func(nw *network) { nw.crash(5, false) },
+		"heartbeat-timeout": func(nw *network) { nw.Crash(5, false) },
 	}
 	for name, fail := range cases {
 		t.Run(name, func(t *testing.T) {
 			nw := newNetwork(t, seq(5), nil)
-			nw.advance(200 * time.Millisecond)
-			e1 := nw.agreed(5)
+			nw.Advance(200 * time.Millisecond)
+			e1 := nw.Agreed(5)
 			fail(nw)
-			nw.advance(600 * time.Millisecond)
-			if e2 := nw.agreed(4); e2 <= e1 {
+			nw.Advance(600 * time.Millisecond)
+			if e2 := nw.Agreed(4); e2 <= e1 {
 				t.Fatalf("epoch did not rise: %d -> %d", e1, e2)
 			}
 		})
@@ -103,24 +104,24 @@ func TestFailoverSignals(t *testing.T) {
 func TestPreempt(t *testing.T) {
 	for _, noPreempt := range []bool{false, true} {
 		nw := newNetwork(t, seq(5), func(c *Config) { c.NoPreempt = noPreempt })
-		nw.advance(200 * time.Millisecond)
-		nw.crash(5, true)
-		nw.advance(300 * time.Millisecond)
-		e4 := nw.agreed(4)
-		nw.restart(5)
-		nw.advance(500 * time.Millisecond)
+		nw.Advance(200 * time.Millisecond)
+		nw.Crash(5, true)
+		nw.Advance(300 * time.Millisecond)
+		e4 := nw.Agreed(4)
+		nw.Restart(5)
+		nw.Advance(500 * time.Millisecond)
 		want := protocols.ID(5)
 		if noPreempt {
 			want = 4
 		}
-		if e := nw.agreed(want); e < e4 {
+		if e := nw.Agreed(want); e < e4 {
 			t.Fatalf("epoch went back")
 		}
 		// Without preemption, 5 takes over at the next election.
 		if noPreempt {
-			nw.crash(4, true)
-			nw.advance(500 * time.Millisecond)
-			nw.agreed(5)
+			nw.Crash(4, true)
+			nw.Advance(500 * time.Millisecond)
+			nw.Agreed(5)
 		}
 	}
 }
@@ -129,97 +130,45 @@ func TestPreempt(t *testing.T) {
 // healing the highest id wins with an epoch above both.
 func TestPartitionTwoLeadersDistinctEpochs(t *testing.T) {
 	nw := newNetwork(t, seq(5), nil)
-	nw.advance(200 * time.Millisecond)
-	nw.partition([]protocols.ID{1, 2}, []protocols.ID{3, 4, 5})
-	nw.advance(500 * time.Millisecond)
-	l := nw.leaders()
+	nw.Advance(200 * time.Millisecond)
+	nw.Partition([]protocols.ID{1, 2}, []protocols.ID{3, 4, 5})
+	nw.Advance(500 * time.Millisecond)
+	l := nw.Leaders()
 	if len(l) != 2 || l[0] != 2 || l[1] != 5 {
 		t.Fatalf("leaders %v, want [2 5]", l)
 	}
-	e2, e5 := nw.nodes[2].Status(nw.now).Epoch, nw.nodes[5].Status(nw.now).Epoch
+	e2, e5 := nw.Nodes[2].Status(nw.Now).Epoch, nw.Nodes[5].Status(nw.Now).Epoch
 	if e2 == e5 {
 		t.Fatalf("two leaders share epoch %d", e2)
 	}
-	nw.heal()
-	nw.advance(500 * time.Millisecond)
-	if e := nw.agreed(5); e <= max(e2, e5) && e != e5 {
+	nw.Heal()
+	nw.Advance(500 * time.Millisecond)
+	if e := nw.Agreed(5); e <= max(e2, e5) && e != e5 {
 		t.Fatalf("epoch %d after heal, sides had %d and %d", e, e2, e5)
-	}
-}
-
-func TestResign(t *testing.T) {
-	nw := newNetwork(t, seq(4), nil)
-	nw.advance(200 * time.Millisecond)
-	e1 := nw.agreed(4)
-	if err := nw.nodes[3].Resign(nw.now); !errors.Is(err, protocols.ErrNotLeader) {
-		t.Fatalf("Resign on follower: %v", err)
-	}
-	if err := nw.nodes[4].Resign(nw.now); err != nil {
-		t.Fatal(err)
-	}
-	nw.deliver()
-	e2 := nw.agreed(3)
-	if e2 <= e1 {
-		t.Fatalf("epoch %d after resign, was %d", e2, e1)
-	}
-	// 4 does not bully its successor back.
-	nw.advance(time.Second)
-	nw.agreed(3)
-	// But it wins the next election.
-	nw.crash(3, true)
-	nw.advance(500 * time.Millisecond)
-	nw.agreed(4)
-}
-
-func TestResignAlone(t *testing.T) {
-	nw := newNetwork(t, seq(2), nil)
-	nw.advance(200 * time.Millisecond)
-	nw.crash(1, true)
-	if err := nw.nodes[2].Resign(nw.now); !errors.Is(err, protocols.ErrNoTransferTarget) {
-		t.Fatalf("Resign alone: %v", err)
-	}
-	if nw.nodes[2].Status(nw.now).Role != protocols.Leader {
-		t.Fatal("failed Resign changed the role")
-	}
-}
-
-func TestEpochSurvivesRestart(t *testing.T) {
-	nw := newNetwork(t, seq(3), nil)
-	nw.advance(200 * time.Millisecond)
-	e1 := nw.agreed(3)
-	for _, id := range seq(3) {
-		nw.crash(id, false)
-	}
-	for _, id := range seq(3) {
-		nw.restart(id)
-	}
-	nw.advance(300 * time.Millisecond)
-	if e2 := nw.agreed(3); e2 <= e1 {
-		t.Fatalf("epoch after full restart %d, before %d", e2, e1)
 	}
 }
 
 // Announcements older than what a follower knows are ignored.
 func TestStaleAnnouncementIgnored(t *testing.T) {
 	nw := newNetwork(t, seq(3), nil)
-	nw.advance(200 * time.Millisecond)
-	e := nw.agreed(3)
-	n1 := nw.nodes[1]
+	nw.Advance(200 * time.Millisecond)
+	e := nw.Agreed(3)
+	n1 := nw.Nodes[1]
 	old := protocols.NextEpoch(0, 2)
 	if old >= e {
 		t.Fatalf("test setup: %d >= %d", old, e)
 	}
-	if err := n1.Step(nw.now, protocols.Message{Kind: protocols.MsgCoordinator, From: 2, To: 1, Leader: 2, Epoch: old}); err != nil {
+	if err := n1.Step(nw.Now, protocols.Message{Kind: protocols.MsgCoordinator, From: 2, To: 1, Leader: 2, Epoch: old}); err != nil {
 		t.Fatal(err)
 	}
-	if s := n1.Status(nw.now); s.Leader != 3 || s.Epoch != e {
+	if s := n1.Status(nw.Now); s.Leader != 3 || s.Epoch != e {
 		t.Fatalf("stale coordinator accepted: %+v", s)
 	}
 }
 
 func TestStepErrors(t *testing.T) {
 	nw := newNetwork(t, seq(3), nil)
-	n := nw.nodes[1]
+	n := nw.Nodes[1]
 	for _, c := range []struct {
 		m    protocols.Message
 		want error
@@ -275,20 +224,33 @@ func TestNextEpoch(t *testing.T) {
 // yields or bullies back with a still higher epoch — never a shared one.
 func TestIsolatedCoordinator(t *testing.T) {
 	nw := newNetwork(t, seq(4), nil)
-	nw.advance(200 * time.Millisecond)
-	e1 := nw.agreed(4)
-	nw.isolate(4)
-	nw.advance(500 * time.Millisecond)
-	if l := nw.leaders(); len(l) != 2 {
+	nw.Advance(200 * time.Millisecond)
+	e1 := nw.Agreed(4)
+	nw.Isolate(4)
+	nw.Advance(500 * time.Millisecond)
+	if l := nw.Leaders(); len(l) != 2 {
 		t.Fatalf("leaders %v, want the isolated one and a new one", l)
 	}
-	e3 := nw.nodes[3].Status(nw.now).Epoch
+	e3 := nw.Nodes[3].Status(nw.Now).Epoch
 	if e3 <= e1 || protocols.EpochLeader(e3) != 3 {
 		t.Fatalf("new epoch %d after %d", e3, e1)
 	}
-	nw.heal()
-	nw.advance(500 * time.Millisecond)
-	if e := nw.agreed(4); e <= e3 {
+	nw.Heal()
+	nw.Advance(500 * time.Millisecond)
+	if e := nw.Agreed(4); e <= e3 {
 		t.Fatalf("epoch %d after heal, not above %d", e, e3)
 	}
+}
+
+// Resign, resigning alone and the epoch across restarts, as every
+// highest-id election promises (protocols/internal/testnet).
+func TestResign(t *testing.T) { testnet.CheckResign(t, builder(t, nil)) }
+
+func TestResignAlone(t *testing.T) { testnet.CheckResignAlone(t, builder(t, nil)) }
+
+func TestEpochSurvivesRestart(t *testing.T) { testnet.CheckEpochSurvivesRestart(t, builder(t, nil)) }
+
+// builder makes networks for the shared checks.
+func builder(t *testing.T, tweak func(*Config)) func(ids []protocols.ID) *testnet.Net[*Node] {
+	return func(ids []protocols.ID) *testnet.Net[*Node] { return newNetwork(t, ids, tweak).Net }
 }

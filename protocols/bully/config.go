@@ -2,22 +2,23 @@ package bully
 
 import (
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"time"
 
 	"github.com/conclave-agent/conclave/protocols"
+	"github.com/conclave-agent/conclave/protocols/internal/highest"
 )
 
 // MaxID is the largest node id bully accepts: ids occupy the low bits of
 // every epoch (protocols.NextEpoch), which keeps two leaders from ever
 // sharing one.
-const MaxID = protocols.MaxEpochID
+const MaxID = highest.MaxID
 
-// Defaults taken by zero Config durations.
+// Defaults taken by zero Config durations: the agent's own, a 50 ms
+// heartbeat and a 200 ms election timeout.
 const (
-	DefaultHeartbeatInterval = 100 * time.Millisecond
-	DefaultElectionTimeout   = 1 * time.Second
+	DefaultHeartbeatInterval = highest.DefaultHeartbeatInterval
+	DefaultElectionTimeout   = highest.DefaultElectionTimeout
 )
 
 // Config configures a Node.
@@ -58,29 +59,9 @@ type Config struct {
 
 // Validate reports every problem of c at once.
 func (c Config) Validate() error {
-	var errs []error
-	for _, e := range protocols.CheckEpochIDs(c.ID, c.Members) {
-		errs = append(errs, fmt.Errorf("bully: %w", e))
-	}
-	if err := protocols.CheckHardState(c.HardState); err != nil {
-		errs = append(errs, fmt.Errorf("bully: hard state: %w", err))
-	}
-	hb, et := c.durations()
-	if c.HeartbeatInterval < 0 || c.ElectionTimeout < 0 {
-		errs = append(errs, errors.New("bully: durations must not be negative"))
-	} else if et <= hb {
-		errs = append(errs, fmt.Errorf("bully: election timeout %v must exceed heartbeat interval %v", et, hb))
-	}
-	return errors.Join(errs...)
+	return errors.Join(highest.CheckConfig("bully", c.ID, c.Members, c.HardState, c.HeartbeatInterval, c.ElectionTimeout)...)
 }
 
 func (c Config) durations() (hb, et time.Duration) {
-	hb, et = c.HeartbeatInterval, c.ElectionTimeout
-	if hb == 0 {
-		hb = DefaultHeartbeatInterval
-	}
-	if et == 0 {
-		et = DefaultElectionTimeout
-	}
-	return hb, et
+	return highest.Durations(c.HeartbeatInterval, c.ElectionTimeout)
 }

@@ -15,15 +15,15 @@ import (
 func TestAbsurdTermIsRefusedAndChangesNothing(t *testing.T) {
 	tn := newTestNet(3, 0, 1, baseConfig())
 	tn.runUntilLeader(10 * time.Second)
-	n := tn.nodes[1]
-	before, hs := n.Status(tn.now), n.hardState()
+	n := tn.Nodes[1]
+	before, hs := n.Status(tn.Now), n.hardState()
 	for _, kind := range []protocols.MessageKind{protocols.MsgHeartbeat, protocols.MsgVote, protocols.MsgPreVote, protocols.MsgVoteResp} {
 		m := protocols.Message{Kind: kind, From: 2, To: 1, Leader: 2, Term: math.MaxUint64 - 1, Epoch: math.MaxUint64 - 1}
-		if err := n.Step(tn.now, m); !errors.Is(err, protocols.ErrBeyondCeiling) {
+		if err := n.Step(tn.Now, m); !errors.Is(err, protocols.ErrBeyondCeiling) {
 			t.Errorf("Step(%v) = %v, want ErrBeyondCeiling", m, err)
 		}
 	}
-	if got := n.Status(tn.now); got != before {
+	if got := n.Status(tn.Now); got != before {
 		t.Errorf("status changed: %+v -> %+v", before, got)
 	}
 	if n.hardState() != hs || len(n.out.Pending()) != 0 {
@@ -41,25 +41,25 @@ func TestElectsOnAfterLargestAcceptedTerm(t *testing.T) {
 	}
 	other := l%3 + 1
 	m := protocols.Message{Kind: protocols.MsgHeartbeat, From: l, To: other, Leader: l, Term: protocols.MaxAccepted}
-	if err := tn.nodes[other].Step(tn.now, m); err != nil {
+	if err := tn.Nodes[other].Step(tn.Now, m); err != nil {
 		t.Fatalf("largest accepted term refused: %v", err)
 	}
-	tn.drain(other)
+	tn.Drain(other)
 	last := uint64(0)
 	for range 4 {
 		tn.crash(l)
 		l, _ = tn.runUntilLeader(20 * time.Second)
 		if l == protocols.None {
-			t.Fatalf("no leader after the crash:\n%s", tn.status())
+			t.Fatalf("no leader after the crash:\n%s", tn.Status())
 		}
-		term := tn.nodes[l].Status(tn.now).Term
+		term := tn.Nodes[l].Status(tn.Now).Term
 		if term <= protocols.MaxAccepted || term <= last {
 			t.Fatalf("leader's term %d, want above %d and above the previous %d", term, protocols.MaxAccepted, last)
 		}
 		last = term
 		// Restart every crashed node from its disk.
 		for _, mb := range tn.members {
-			if tn.nodes[mb.ID] == nil {
+			if tn.Nodes[mb.ID] == nil {
 				tn.start(mb.ID)
 			}
 		}

@@ -30,50 +30,50 @@ func deadlineScenario(seed uint64, lazy bool) string {
 	cfg := baseConfig()
 	cfg.ElectionTimeout, cfg.HeartbeatInterval = 200*time.Millisecond, 50*time.Millisecond
 	tn := newTestNet(5, 1, seed, cfg)
-	tn.traceMsg, tn.lazy = true, lazy
+	tn.TraceSends, tn.Lazy = true, lazy
 	rng := rand.New(rand.NewPCG(seed, 99))
 	tn.runUntilLeader(10 * time.Second)
 	for range 30 {
 		switch rng.IntN(7) {
 		case 0:
 			if l := tn.leader(); l != protocols.None {
-				tn.isolate(l)
+				tn.Isolate(l)
 			}
 		case 1:
-			tn.heal()
+			tn.Heal()
 		case 2:
-			ids := tn.ids()
+			ids := tn.Live()
 			if len(ids) > 3 {
 				tn.crash(ids[rng.IntN(len(ids))])
 			}
 		case 3:
 			for _, m := range tn.members {
-				if _, up := tn.nodes[m.ID]; !up {
+				if _, up := tn.Nodes[m.ID]; !up {
 					tn.start(m.ID)
 					break
 				}
 			}
 		case 4:
 			if l := tn.leader(); l != protocols.None {
-				_ = tn.nodes[l].Resign(tn.now)
-				tn.drain(l)
+				_ = tn.Nodes[l].Resign(tn.Now)
+				tn.Drain(l)
 			}
 		case 5:
 			if l := tn.leader(); l != protocols.None {
-				for _, id := range tn.ids() {
+				for _, id := range tn.Live() {
 					if id != l {
-						tn.nodes[id].Suspect(tn.now, l, true)
-						tn.drain(id)
+						tn.Nodes[id].Suspect(tn.Now, l, true)
+						tn.Drain(id)
 					}
 				}
 			}
 		}
-		tn.deliver()
-		tn.run(time.Duration(1+rng.IntN(60)) * testTick)
+		tn.Deliver()
+		tn.Advance(time.Duration(1+rng.IntN(60)) * testTick)
 	}
-	tn.heal()
-	tn.run(3 * time.Second)
-	return tn.takeEvents() + tn.status()
+	tn.Heal()
+	tn.Advance(3 * time.Second)
+	return tn.TakeEvents() + tn.Status()
 }
 
 // TestNextDeadlineIsNeverStaleAfterTick checks that a node ticked at time
@@ -88,25 +88,25 @@ func TestNextDeadlineIsNeverStaleAfterTick(t *testing.T) {
 		switch step {
 		case 500:
 			if l := tn.leader(); l != protocols.None {
-				tn.isolate(l)
+				tn.Isolate(l)
 			}
 		case 900:
-			tn.heal()
+			tn.Heal()
 		}
-		tn.run(testTick)
-		for _, id := range tn.ids() {
-			n := tn.nodes[id]
-			n.Tick(tn.now)
-			tn.drain(id)
-			d, ok := n.NextDeadline(tn.now)
-			if ok && d <= tn.now {
-				t.Fatalf("step %d n%d: deadline %v still due after Tick at %v", step, id, d.Sub(0), tn.now.Sub(0))
+		tn.Advance(testTick)
+		for _, id := range tn.Live() {
+			n := tn.Nodes[id]
+			n.Tick(tn.Now)
+			tn.Drain(id)
+			d, ok := n.NextDeadline(tn.Now)
+			if ok && d <= tn.Now {
+				t.Fatalf("step %d n%d: deadline %v still due after Tick at %v", step, id, d.Sub(0), tn.Now.Sub(0))
 			}
 			if ok {
 				armed++
 			}
 		}
-		tn.deliver()
+		tn.Deliver()
 	}
 	if armed == 0 {
 		t.Fatal("no deadline was ever armed: the check checked nothing")

@@ -1,177 +1,61 @@
 package majority
 
 import (
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
-	"time"
 
-	"github.com/conclave-agent/conclave/protocols"
+	"github.com/cockroachdb/datadriven"
+
+	"github.com/conclave-agent/conclave/protocols/internal/testnet"
 )
 
-var rewrite = flag.Bool("rewrite", false, "rewrite the golden files in testdata/ with the actual output")
-
-// TestGolden replays the scenarios in testdata/*.txt. Each block is a
-// command line, a "----" line and the expected output, ended by a blank
-// line. Run with -rewrite to regenerate after a deliberate change, then read
-// the diff: these files are the protocol's stories told step by step.
+// TestGolden replays the scenarios in testdata/*.txt (testnet.RunGolden).
+// Run with -rewrite to regenerate after a deliberate change, then read the
+// diff: these files are the protocol's stories told step by step. The
+// commands are testnet.Golden's, and:
+//
+//	new voters=N [observers=N] [seed=N] [prevote=false] [checkquorum=false]
+//	until-leader max=DUR    advance until some node leads
+//	crash N                 stop N; nobody is told
+//	restart N               start N from its disk; nobody is told
+//	campaign N...           make the nodes campaign together
 func TestGolden(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no golden files: %v", err)
-	}
-	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
-			runGolden(t, file)
-		})
-	}
-}
-
-type goldenBlock struct {
-	cmd    string
-	output string
-}
-
-func parseGolden(t *testing.T, text string) []goldenBlock {
-	var blocks []goldenBlock
-	lines := strings.Split(text, "\n")
-	for i := 0; i < len(lines); i++ {
-		line := strings.TrimSpace(lines[i])
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		if i+1 >= len(lines) || lines[i+1] != "----" {
-			t.Fatalf("line %d: command %q must be followed by ----", i+1, line)
-		}
-		var out []string
-		j := i + 2
-		for ; j < len(lines) && lines[j] != ""; j++ {
-			out = append(out, lines[j])
-		}
-		blocks = append(blocks, goldenBlock{cmd: line, output: strings.Join(out, "\n")})
-		i = j
-	}
-	return blocks
-}
-
-func runGolden(t *testing.T, file string) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks := parseGolden(t, string(data))
 	var tn *testNet
-	var rewritten strings.Builder
-	for _, b := range blocks {
-		got := strings.TrimRight(execGolden(t, &tn, b.cmd), "\n")
-		if got == "" {
-			got = "ok"
-		}
-		fmt.Fprintf(&rewritten, "%s\n----\n%s\n\n", b.cmd, got)
-		if !*rewrite && got != b.output {
-			t.Errorf("%s: %s\n--- want\n%s\n--- got\n%s", file, b.cmd, b.output, got)
-		}
-	}
-	if *rewrite {
-		if err := os.WriteFile(file, []byte(rewritten.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func execGolden(t *testing.T, tnp **testNet, line string) string {
-	fields := strings.Fields(line)
-	cmd, args := fields[0], fields[1:]
-	kv := map[string]string{}
-	var pos []string
-	for _, a := range args {
-		if k, v, ok := strings.Cut(a, "="); ok {
-			kv[k] = v
-		} else {
-			pos = append(pos, a)
-		}
-	}
-	num := func(s string) int {
-		v, err := strconv.Atoi(strings.TrimPrefix(s, "n"))
-		if err != nil {
-			t.Fatalf("%q: bad number %q", line, s)
-		}
-		return v
-	}
-	dur := func(s string) time.Duration {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			t.Fatalf("%q: bad duration %q", line, s)
-		}
-		return d
-	}
-	if cmd == "new" {
+	testnet.RunGolden(t, func(t *testing.T, a testnet.Args) *testnet.Net[*Node] {
 		cfg := baseConfig()
-		cfg.PreVote = kv["prevote"] != "false"
-		cfg.CheckQuorum = kv["checkquorum"] != "false"
-		observers := 0
-		if o, ok := kv["observers"]; ok {
-			observers = num(o)
+		cfg.PreVote = a.KV["prevote"] != "false"
+		cfg.CheckQuorum = a.KV["checkquorum"] != "false"
+		observers, seed := 0, uint64(1)
+		if o, ok := a.KV["observers"]; ok {
+			observers = a.Num(t, o)
 		}
-		seed := uint64(1)
-		if s, ok := kv["seed"]; ok {
-			seed = uint64(num(s))
+		if s, ok := a.KV["seed"]; ok {
+			seed = uint64(a.Num(t, s))
 		}
-		*tnp = newTestNet(num(kv["voters"]), observers, seed, cfg)
-		return (*tnp).takeEvents()
-	}
-	tn := *tnp
-	if tn == nil {
-		t.Fatalf("%q before new", line)
-	}
-	switch cmd {
-	case "run":
-		tn.run(dur(pos[0]))
-		return tn.takeEvents()
-	case "until-leader":
-		l, d := tn.runUntilLeader(dur(kv["max"]))
-		return tn.takeEvents() + fmt.Sprintf("leader n%d after %v\n", l, d)
-	case "status":
-		return tn.status()
-	case "isolate":
-		tn.isolate(protocols.ID(num(pos[0])))
-	case "cut":
-		tn.cut[[2]protocols.ID{protocols.ID(num(pos[0])), protocols.ID(num(pos[1]))}] = true
-	case "heal":
-		tn.heal()
-	case "crash":
-		tn.crash(protocols.ID(num(pos[0])))
-	case "restart":
-		tn.start(protocols.ID(num(pos[0])))
-		return tn.takeEvents()
-	case "resign":
-		id := protocols.ID(num(pos[0]))
-		if err := tn.nodes[id].Resign(tn.now); err != nil {
-			return fmt.Sprintf("error: %v", err)
+		tn = newTestNet(a.Num(t, a.KV["voters"]), observers, seed, cfg)
+		return tn.Net
+	}, func(t *testing.T, _ *testnet.Net[*Node], d *datadriven.TestData, a testnet.Args) (string, bool) {
+		switch d.Cmd {
+		case "until-leader":
+			l, took := tn.runUntilLeader(a.Dur(t, a.KV["max"]))
+			return tn.TakeEvents() + fmt.Sprintf("leader n%d after %v\n", l, took), true
+		case "crash":
+			tn.crash(a.ID(t, 0))
+			return "", true
+		case "restart":
+			tn.start(a.ID(t, 0))
+			return tn.TakeEvents(), true
+		case "campaign":
+			// Force simultaneous campaigns, as if the timeouts expired
+			// together.
+			for i := range a.Pos {
+				id := a.ID(t, i)
+				tn.Nodes[id].campaign(tn.Now, false)
+				tn.Drain(id)
+			}
+			tn.Deliver()
+			return tn.TakeEvents(), true
 		}
-		tn.drain(id)
-		tn.deliver()
-		return tn.takeEvents()
-	case "campaign":
-		// Force simultaneous campaigns, as if the timeouts expired together.
-		for _, p := range pos {
-			id := protocols.ID(num(p))
-			tn.nodes[id].campaign(tn.now, false)
-			tn.drain(id)
-		}
-		tn.deliver()
-		return tn.takeEvents()
-	case "disk":
-		hs := tn.disk[protocols.ID(num(pos[0]))]
-		return fmt.Sprintf("term=%d vote=%d epoch=%d", hs.Term, hs.Vote, hs.Epoch)
-	case "trace":
-		tn.traceMsg = pos[0] == "on"
-	default:
-		t.Fatalf("unknown command %q", line)
-	}
-	return ""
+		return "", false
+	})
 }

@@ -25,8 +25,8 @@ func TestConfigReportsEveryProblem(t *testing.T) {
 func TestStepRefusesBadInputWithoutChangingState(t *testing.T) {
 	tn := newTestNet(3, 0, 1, baseConfig())
 	tn.runUntilLeader(10 * time.Second)
-	n := tn.nodes[1]
-	before := n.Status(tn.now)
+	n := tn.Nodes[1]
+	before := n.Status(tn.Now)
 	hs := n.hardState()
 	cases := []struct {
 		m    protocols.Message
@@ -40,11 +40,11 @@ func TestStepRefusesBadInputWithoutChangingState(t *testing.T) {
 		{protocols.Message{Kind: protocols.MsgVote, From: 1, To: 1, Term: 99}, protocols.ErrUnknownSender},
 	}
 	for _, c := range cases {
-		if err := n.Step(tn.now, c.m); !errors.Is(err, c.want) {
+		if err := n.Step(tn.Now, c.m); !errors.Is(err, c.want) {
 			t.Errorf("Step(%v) = %v, want %v", c.m, err, c.want)
 		}
 	}
-	if got := n.Status(tn.now); got != before {
+	if got := n.Status(tn.Now); got != before {
 		t.Errorf("status changed by bad input: %+v -> %+v", before, got)
 	}
 	if n.hardState() != hs || len(n.out.Pending()) != 0 {
@@ -56,9 +56,9 @@ func TestStepRefusesBadInputWithoutChangingState(t *testing.T) {
 // vote, so a driver that follows the contract persists it first.
 func TestVoteIsInTheReadyThatCarriesTheReply(t *testing.T) {
 	tn := newTestNet(3, 0, 1, baseConfig())
-	tn.run(time.Second) // past the start-up refusal
-	n := tn.nodes[2]
-	if err := n.Step(tn.now, protocols.Message{Kind: protocols.MsgVote, From: 1, To: 2, Term: 5}); err != nil {
+	tn.Advance(time.Second) // past the start-up refusal
+	n := tn.Nodes[2]
+	if err := n.Step(tn.Now, protocols.Message{Kind: protocols.MsgVote, From: 1, To: 2, Term: 5}); err != nil {
 		t.Fatal(err)
 	}
 	rd := n.Ready()
@@ -85,12 +85,12 @@ func TestQuorumCountsConfiguredVotersNotTheGossipView(t *testing.T) {
 			if l, _ := tn.runUntilLeader(10 * time.Second); l == protocols.None {
 				t.Fatal("no leader")
 			}
-			tn.run(time.Second)
+			tn.Advance(time.Second)
 			tn.crash(2)
 			tn.crash(3)
-			tn.nodes[1].MemberDown(tn.now, 2)
-			tn.nodes[1].MemberDown(tn.now, 3)
-			tn.run(5 * time.Second) // n1 steps down if it led (check-quorum)
+			tn.Nodes[1].MemberDown(tn.Now, 2)
+			tn.Nodes[1].MemberDown(tn.Now, 3)
+			tn.Advance(5 * time.Second) // n1 steps down if it led (check-quorum)
 			l, _ := tn.runUntilLeader(10 * time.Second)
 			if unsafe && l != 1 {
 				t.Fatalf("the broken variant should elect n1 alone; got leader %d", l)
@@ -108,13 +108,13 @@ func TestObserversFollowButNeverVoteOrCampaign(t *testing.T) {
 	if l == protocols.None || l > 3 {
 		t.Fatalf("leader %d, want a voter", l)
 	}
-	tn.run(time.Second)
+	tn.Advance(time.Second)
 	for _, id := range []protocols.ID{4, 5} {
-		st := tn.nodes[id].Status(tn.now)
+		st := tn.Nodes[id].Status(tn.Now)
 		if st.Role != protocols.Observer || st.Leader != l {
 			t.Errorf("observer %d: %+v, want observer following %d", id, st, l)
 		}
-		if hs := tn.disk[id]; hs.Vote != protocols.None {
+		if hs := tn.HS[id]; hs.Vote != protocols.None {
 			t.Errorf("observer %d voted: %+v", id, hs)
 		}
 	}
@@ -122,14 +122,14 @@ func TestObserversFollowButNeverVoteOrCampaign(t *testing.T) {
 	for id := protocols.ID(1); id <= 3; id++ {
 		tn.crash(id)
 	}
-	tn.run(10 * time.Second)
+	tn.Advance(10 * time.Second)
 	for _, id := range []protocols.ID{4, 5} {
-		if st := tn.nodes[id].Status(tn.now); st.Role != protocols.Observer || st.Epoch != tn.nodes[id].term {
+		if st := tn.Nodes[id].Status(tn.Now); st.Role != protocols.Observer || st.Epoch != tn.Nodes[id].term {
 			t.Errorf("observer %d: %+v", id, st)
 		}
 	}
-	if tn.sent[protocols.MsgPreVote] > 10 {
-		t.Errorf("observers campaigned: %d pre-votes", tn.sent[protocols.MsgPreVote])
+	if tn.Sent[protocols.MsgPreVote] > 10 {
+		t.Errorf("observers campaigned: %d pre-votes", tn.Sent[protocols.MsgPreVote])
 	}
 }
 
@@ -138,15 +138,15 @@ func TestObserversFollowButNeverVoteOrCampaign(t *testing.T) {
 func TestSuspicionBringsTheCampaignForward(t *testing.T) {
 	tn := newTestNet(3, 0, 1, baseConfig())
 	l, _ := tn.runUntilLeader(10 * time.Second)
-	tn.run(500 * time.Millisecond)
+	tn.Advance(500 * time.Millisecond)
 	tn.crash(l)
 	var follower *Node
-	for _, id := range tn.ids() {
-		follower = tn.nodes[id]
+	for _, id := range tn.Live() {
+		follower = tn.Nodes[id]
 		break
 	}
 	before := follower.electionDeadline
-	follower.Suspect(tn.now, l, true)
+	follower.Suspect(tn.Now, l, true)
 	limit := follower.voteBlockUntil.Add(follower.cfg.ElectionTimeout / 2)
 	if follower.electionDeadline > limit || follower.electionDeadline < follower.voteBlockUntil {
 		t.Fatalf("deadline %v, want within [%v, %v] (was %v)", follower.electionDeadline, follower.voteBlockUntil, limit, before)
@@ -162,17 +162,17 @@ func TestIsolatedLeaderLeaseEndsBeforeSuccessorIsElected(t *testing.T) {
 		if old == protocols.None {
 			t.Fatalf("seed %d: no leader", seed)
 		}
-		tn.run(time.Duration(seed%7) * 37 * time.Millisecond)
-		tn.isolate(old)
-		lease := tn.nodes[old].leaseUntil
+		tn.Advance(time.Duration(seed%7) * 37 * time.Millisecond)
+		tn.Isolate(old)
+		lease := tn.Nodes[old].leaseUntil
 		for i := 0; i < 1000; i++ {
-			tn.run(testTick)
-			for _, id := range tn.ids() {
-				st := tn.nodes[id].Status(tn.now)
-				if id != old && st.Role == protocols.Leader && tn.now < lease {
-					t.Fatalf("seed %d: n%d leads at %v before n%d's lease ends at %v", seed, id, tn.now, old, lease)
+			tn.Advance(testTick)
+			for _, id := range tn.Live() {
+				st := tn.Nodes[id].Status(tn.Now)
+				if id != old && st.Role == protocols.Leader && tn.Now < lease {
+					t.Fatalf("seed %d: n%d leads at %v before n%d's lease ends at %v", seed, id, tn.Now, old, lease)
 				}
-				if id == old && st.Role == protocols.Leader && tn.now >= lease {
+				if id == old && st.Role == protocols.Leader && tn.Now >= lease {
 					t.Fatalf("seed %d: old leader reports leader after its lease", seed)
 				}
 			}
@@ -190,7 +190,7 @@ func electOnce(n int, seed uint64) (int, time.Duration) {
 	_, d := tn.runUntilLeader(30 * time.Second)
 	total := 0
 	for _, k := range []protocols.MessageKind{protocols.MsgPreVote, protocols.MsgPreVoteResp, protocols.MsgVote, protocols.MsgVoteResp} {
-		total += tn.sent[k]
+		total += tn.Sent[k]
 	}
 	return total, d
 }
@@ -232,14 +232,14 @@ func BenchmarkStep(b *testing.B) {
 			tn := newTestNet(n, 0, 1, baseConfig())
 			l, _ := tn.runUntilLeader(10 * time.Second)
 			var f *Node
-			for _, id := range tn.ids() {
+			for _, id := range tn.Live() {
 				if id != l {
-					f = tn.nodes[id]
+					f = tn.Nodes[id]
 					break
 				}
 			}
 			m := protocols.Message{Kind: protocols.MsgHeartbeat, From: l, To: f.id, Term: f.term, Leader: l}
-			now := tn.now
+			now := tn.Now
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -254,12 +254,12 @@ func BenchmarkStep(b *testing.B) {
 		b.Run(fmt.Sprintf("heartbeat-resp/n=%d", n), func(b *testing.B) {
 			tn := newTestNet(n, 0, 1, baseConfig())
 			l, _ := tn.runUntilLeader(10 * time.Second)
-			leader := tn.nodes[l]
+			leader := tn.Nodes[l]
 			from := protocols.ID(1)
 			if from == l {
 				from = 2
 			}
-			now := tn.now
+			now := tn.Now
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -276,35 +276,35 @@ func BenchmarkStep(b *testing.B) {
 func TestConfirmLeadershipNeedsAFreshQuorumRound(t *testing.T) {
 	tn := newTestNet(3, 0, 1, baseConfig())
 	l, _ := tn.runUntilLeader(10 * time.Second)
-	leader := tn.nodes[l]
+	leader := tn.Nodes[l]
 	var follower protocols.ID = 1
 	if follower == l {
 		follower = 2
 	}
-	if _, err := tn.nodes[follower].ConfirmLeadership(tn.now); !errors.Is(err, protocols.ErrNotLeader) {
+	if _, err := tn.Nodes[follower].ConfirmLeadership(tn.Now); !errors.Is(err, protocols.ErrNotLeader) {
 		t.Fatalf("follower ConfirmLeadership = %v, want ErrNotLeader", err)
 	}
 	// Cut the leader's outbound links: its lease still runs, but no
 	// quorum can answer the new round.
-	for _, id := range tn.ids() {
-		tn.cut[[2]protocols.ID{l, id}] = true
+	for _, id := range tn.Live() {
+		tn.Cut[[2]protocols.ID{l, id}] = true
 	}
-	tok, err := leader.ConfirmLeadership(tn.now)
+	tok, err := leader.ConfirmLeadership(tn.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tn.drain(l)
-	tn.deliver()
+	tn.Drain(l)
+	tn.Deliver()
 	if leader.Confirmed(tok) {
 		t.Fatal("confirmed without any follower hearing the round")
 	}
-	tn.heal()
-	tok, err = leader.ConfirmLeadership(tn.now)
+	tn.Heal()
+	tok, err = leader.ConfirmLeadership(tn.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tn.drain(l)
-	tn.deliver()
+	tn.Drain(l)
+	tn.Deliver()
 	if !leader.Confirmed(tok) {
 		t.Fatal("not confirmed after a quorum acknowledged the round")
 	}
@@ -322,19 +322,19 @@ func BenchmarkFailover(b *testing.B) {
 				for i := 0; i < b.N; i++ {
 					tn := newTestNet(n, 0, uint64(i+1), baseConfig())
 					l, _ := tn.runUntilLeader(30 * time.Second)
-					tn.run(time.Duration(i%10) * 50 * time.Millisecond)
+					tn.Advance(time.Duration(i%10) * 50 * time.Millisecond)
 					tn.crash(l)
-					start := tn.now
+					start := tn.Now
 					if suspect {
-						tn.run(360 * time.Millisecond)
-						for _, id := range tn.ids() {
-							tn.nodes[id].Suspect(tn.now, l, true)
+						tn.Advance(360 * time.Millisecond)
+						for _, id := range tn.Live() {
+							tn.Nodes[id].Suspect(tn.Now, l, true)
 						}
 					}
 					if next, _ := tn.runUntilLeader(30 * time.Second); next == protocols.None {
 						b.Fatal("no new leader")
 					}
-					virt += tn.now.Sub(start)
+					virt += tn.Now.Sub(start)
 				}
 				b.ReportMetric(float64(virt.Milliseconds())/float64(b.N), "virtual-ms/failover")
 			})

@@ -17,8 +17,8 @@ func formed(t *testing.T) (*testNet, protocols.ID) {
 	if l == protocols.None {
 		t.Fatal("no leader")
 	}
-	tn.run(time.Second)
-	st := tn.nodes[l].Status(tn.now)
+	tn.Advance(time.Second)
+	st := tn.Nodes[l].Status(tn.Now)
 	if st.Committed != st.Config || st.Config.Index != 1 || st.Config.Term != st.Term {
 		t.Fatalf("leader's configuration after election: %+v, want index 1 of its term, committed", st)
 	}
@@ -26,8 +26,8 @@ func formed(t *testing.T) (*testNet, protocols.ID) {
 }
 
 func change(tn *testNet, l protocols.ID, c protocols.VoterChange) error {
-	err := tn.nodes[l].ChangeVoters(tn.now, c)
-	tn.drain(l)
+	err := tn.Nodes[l].ChangeVoters(tn.Now, c)
+	tn.Drain(l)
 	return err
 }
 
@@ -40,34 +40,34 @@ func TestChangeVotersAddAndRemove(t *testing.T) {
 	if err := change(tn, l, protocols.VoterChange{Add: "o5"}); !errors.Is(err, protocols.ErrChangeInFlight) {
 		t.Fatalf("second change in flight: %v, want ErrChangeInFlight", err)
 	}
-	tn.run(time.Second)
-	for id, n := range tn.nodes {
-		st := n.Status(tn.now)
+	tn.Advance(time.Second)
+	for id, n := range tn.Nodes {
+		st := n.Status(tn.Now)
 		if st.Config.Voters != "n1,n2,n3,o4" || st.Committed != st.Config {
 			t.Errorf("n%d: config %v committed %v", id, st.Config, st.Committed)
 		}
-		if tn.disk[id].Config != st.Config {
-			t.Errorf("n%d: persisted %v, holds %v", id, tn.disk[id].Config, st.Config)
+		if tn.HS[id].Config != st.Config {
+			t.Errorf("n%d: persisted %v, holds %v", id, tn.HS[id].Config, st.Config)
 		}
 	}
-	if st := tn.nodes[4].Status(tn.now); st.Role != protocols.Follower {
+	if st := tn.Nodes[4].Status(tn.Now); st.Role != protocols.Follower {
 		t.Errorf("promoted o4 is %v, want follower", st.Role)
 	}
 	victim := protocols.ID(1)
 	if l == 1 {
 		victim = 2
 	}
-	if err := change(tn, l, protocols.VoterChange{Remove: tn.nodes[victim].name(victim)}); err != nil {
+	if err := change(tn, l, protocols.VoterChange{Remove: tn.Nodes[victim].name(victim)}); err != nil {
 		t.Fatal(err)
 	}
-	tn.run(time.Second)
-	if st := tn.nodes[victim].Status(tn.now); st.Role != protocols.Observer || st.Leader != l {
+	tn.Advance(time.Second)
+	if st := tn.Nodes[victim].Status(tn.Now); st.Role != protocols.Observer || st.Leader != l {
 		t.Errorf("removed voter: %+v, want an observer following n%d", st, l)
 	}
 	// The persisted configuration wins over the configured list.
 	tn.crash(victim)
 	tn.start(victim)
-	if st := tn.nodes[victim].Status(tn.now); st.Role != protocols.Observer || st.Config.Has(tn.nodes[victim].name(victim)) {
+	if st := tn.Nodes[victim].Status(tn.Now); st.Role != protocols.Observer || st.Config.Has(tn.Nodes[victim].name(victim)) {
 		t.Errorf("restarted removed voter: %+v", st)
 	}
 }
@@ -100,8 +100,8 @@ func TestChangeVotersRefusals(t *testing.T) {
 	// voters of which 2 answer.
 	tn.crash(4)
 	tn.crash(follower)
-	tn.run(1500 * time.Millisecond)
-	if tn.nodes[l].Status(tn.now).Role != protocols.Leader {
+	tn.Advance(1500 * time.Millisecond)
+	if tn.Nodes[l].Status(tn.Now).Role != protocols.Leader {
 		t.Fatal("the leader lost its lease with 2 of 3 voters")
 	}
 	if err := change(tn, l, protocols.VoterChange{Add: "o4"}); !errors.Is(err, protocols.ErrWouldLoseQuorum) {
@@ -111,19 +111,19 @@ func TestChangeVotersRefusals(t *testing.T) {
 
 func TestRemovedLeaderStepsDownOnceCommitted(t *testing.T) {
 	tn, l := formed(t)
-	if err := change(tn, l, protocols.VoterChange{Remove: tn.nodes[l].name(l)}); err != nil {
+	if err := change(tn, l, protocols.VoterChange{Remove: tn.Nodes[l].name(l)}); err != nil {
 		t.Fatal(err)
 	}
-	tn.run(5 * time.Second)
-	st := tn.nodes[l].Status(tn.now)
-	if st.Role != protocols.Observer || st.Config.Has(tn.nodes[l].name(l)) {
+	tn.Advance(5 * time.Second)
+	st := tn.Nodes[l].Status(tn.Now)
+	if st.Role != protocols.Observer || st.Config.Has(tn.Nodes[l].name(l)) {
 		t.Fatalf("removed leader: %+v", st)
 	}
 	nl := tn.leader()
 	if nl == protocols.None || nl == l {
 		t.Fatalf("leader after removal: %d", nl)
 	}
-	if got := tn.nodes[nl].Status(tn.now); got.Term <= st.Term-1 || got.Config.Len() != 2 {
+	if got := tn.Nodes[nl].Status(tn.Now); got.Term <= st.Term-1 || got.Config.Len() != 2 {
 		t.Errorf("new leader %+v", got)
 	}
 }
@@ -134,25 +134,25 @@ func TestRemovedLeaderStepsDownOnceCommitted(t *testing.T) {
 func TestMismatchedBootstrapLists(t *testing.T) {
 	tn := newTestNet(3, 0, 1, baseConfig())
 	c := tn.cfg
-	c.ID, c.Members, c.Now, c.Voters = 1, tn.members, tn.now, []string{"n1"}
-	c.Rand = tn.nodes[1].cfg.Rand
+	c.ID, c.Members, c.Now, c.Voters = 1, tn.members, tn.Now, []string{"n1"}
+	c.Rand = tn.Nodes[1].cfg.Rand
 	n1, err := New(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tn.nodes[1] = n1
-	tn.drain(1)
+	tn.Nodes[1] = n1
+	tn.Drain(1)
 	for range 5 {
-		tn.run(3 * time.Second)
-		tn.isolate(1)
-		tn.run(3 * time.Second)
-		if st := tn.nodes[1].Status(tn.now); st.Role == protocols.Leader && st.Config.Voters == "n1" {
+		tn.Advance(3 * time.Second)
+		tn.Isolate(1)
+		tn.Advance(3 * time.Second)
+		if st := tn.Nodes[1].Status(tn.Now); st.Role == protocols.Leader && st.Config.Voters == "n1" {
 			t.Fatalf("n1 leads alone with its bootstrap list: %+v", st)
 		}
-		tn.heal()
+		tn.Heal()
 	}
-	tn.run(3 * time.Second)
-	st := tn.nodes[1].Status(tn.now)
+	tn.Advance(3 * time.Second)
+	st := tn.Nodes[1].Status(tn.Now)
 	if st.Config.Voters != "n1,n2,n3" || st.Config.Index == 0 {
 		t.Errorf("n1 did not adopt the cluster's configuration: %+v", st)
 	}
@@ -166,13 +166,13 @@ func TestMismatchedBootstrapLists(t *testing.T) {
 func TestUpgradedStateStartsAtIndexOne(t *testing.T) {
 	tn := newTestNet(3, 0, 1, baseConfig())
 	c := tn.cfg
-	c.ID, c.Members, c.Now, c.Rand = 1, tn.members, tn.now, tn.nodes[1].cfg.Rand
+	c.ID, c.Members, c.Now, c.Rand = 1, tn.members, tn.Now, tn.Nodes[1].cfg.Rand
 	c.HardState = protocols.HardState{Term: 4, Vote: 2, Epoch: 4}
 	n, err := New(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := n.Status(tn.now); st.Config.Index != 1 || st.Config.Term != 0 || st.Config.Voters != "n1,n2,n3" {
+	if st := n.Status(tn.Now); st.Config.Index != 1 || st.Config.Term != 0 || st.Config.Voters != "n1,n2,n3" {
 		t.Fatalf("upgraded node's configuration %v", st.Config)
 	}
 }
@@ -189,23 +189,23 @@ func TestSelfRemovedLeaderCutOffLeavesAnElectableNode(t *testing.T) {
 	if l == protocols.None {
 		t.Fatal("no leader")
 	}
-	tn.run(time.Second)
+	tn.Advance(time.Second)
 	v := 3 - l // the other voter of n1, n2
-	tn.isolate(l)
-	if err := change(tn, l, protocols.VoterChange{Remove: tn.nodes[l].name(l)}); err != nil {
+	tn.Isolate(l)
+	if err := change(tn, l, protocols.VoterChange{Remove: tn.Nodes[l].name(l)}); err != nil {
 		t.Fatal(err)
 	}
-	tn.run(5 * time.Second)
-	if got := tn.nodes[v].Status(tn.now).Config.Voters; got != "n1,n2" {
+	tn.Advance(5 * time.Second)
+	if got := tn.Nodes[v].Status(tn.Now).Config.Voters; got != "n1,n2" {
 		t.Fatalf("n%d holds [%s]; the change should not have reached it", v, got)
 	}
-	tn.heal()
-	tn.run(10 * time.Second)
-	st := tn.nodes[v].Status(tn.now)
-	if st.Role != protocols.Leader || st.Config.Voters != tn.nodes[v].name(v) || st.Committed != st.Config {
+	tn.Heal()
+	tn.Advance(10 * time.Second)
+	st := tn.Nodes[v].Status(tn.Now)
+	if st.Role != protocols.Leader || st.Config.Voters != tn.Nodes[v].name(v) || st.Committed != st.Config {
 		t.Fatalf("remaining voter: %+v, want it leading its own committed configuration", st)
 	}
-	if st := tn.nodes[l].Status(tn.now); st.Role != protocols.Observer {
+	if st := tn.Nodes[l].Status(tn.Now); st.Role != protocols.Observer {
 		t.Errorf("removed node: %+v, want an observer", st)
 	}
 }

@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/conclave-agent/conclave/protocols"
+	"github.com/conclave-agent/conclave/protocols/internal/highest"
 )
 
 // MaxID is the largest node id ring accepts: ids occupy the low bits of
 // every epoch (protocols.NextEpoch), which keeps two leaders from ever
 // sharing one.
-const MaxID = protocols.MaxEpochID
+const MaxID = highest.MaxID
 
 // Algorithm names accepted in Config.Algorithm.
 const (
@@ -20,10 +21,11 @@ const (
 	AlgHS  = "hs"
 )
 
-// Defaults taken by zero Config durations.
+// Defaults taken by zero Config durations: the agent's own, a 50 ms
+// heartbeat and a 200 ms election timeout.
 const (
-	DefaultHeartbeatInterval = 100 * time.Millisecond
-	DefaultElectionTimeout   = 1 * time.Second
+	DefaultHeartbeatInterval = highest.DefaultHeartbeatInterval
+	DefaultElectionTimeout   = highest.DefaultElectionTimeout
 )
 
 // Config configures a Node.
@@ -62,32 +64,13 @@ type Config struct {
 
 // Validate reports every problem of c at once.
 func (c Config) Validate() error {
-	var errs []error
-	for _, e := range protocols.CheckEpochIDs(c.ID, c.Members) {
-		errs = append(errs, fmt.Errorf("ring: %w", e))
-	}
-	if err := protocols.CheckHardState(c.HardState); err != nil {
-		errs = append(errs, fmt.Errorf("ring: hard state: %w", err))
-	}
+	errs := highest.CheckConfig("ring", c.ID, c.Members, c.HardState, c.HeartbeatInterval, c.ElectionTimeout)
 	if c.Algorithm != "" && c.Algorithm != AlgLCR && c.Algorithm != AlgHS {
 		errs = append(errs, fmt.Errorf("ring: algorithm %q must be %q or %q", c.Algorithm, AlgLCR, AlgHS))
-	}
-	hb, et := c.durations()
-	if c.HeartbeatInterval < 0 || c.ElectionTimeout < 0 {
-		errs = append(errs, errors.New("ring: durations must not be negative"))
-	} else if et <= hb {
-		errs = append(errs, fmt.Errorf("ring: election timeout %v must exceed heartbeat interval %v", et, hb))
 	}
 	return errors.Join(errs...)
 }
 
 func (c Config) durations() (hb, et time.Duration) {
-	hb, et = c.HeartbeatInterval, c.ElectionTimeout
-	if hb == 0 {
-		hb = DefaultHeartbeatInterval
-	}
-	if et == 0 {
-		et = DefaultElectionTimeout
-	}
-	return hb, et
+	return highest.Durations(c.HeartbeatInterval, c.ElectionTimeout)
 }

@@ -35,12 +35,12 @@ func runAll(t *testing.T, n int, alg string, order []protocols.ID) map[protocols
 	if order != nil {
 		nw.setOrder(order)
 	}
-	for _, id := range nw.ids {
-		nw.nodes[id].Campaign(nw.now)
+	for _, id := range nw.IDs {
+		nw.Nodes[id].Campaign(nw.Now)
 	}
-	nw.deliver()
-	nw.agreed(protocols.ID(n))
-	return nw.counts
+	nw.Deliver()
+	nw.Agreed(protocols.ID(n))
+	return nw.Delivered
 }
 
 // LCR's worst case: ids decreasing along the direction of travel (clockwise

@@ -17,12 +17,12 @@
 package ring
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"slices"
 	"time"
 
 	"github.com/conclave-agent/conclave/protocols"
+	"github.com/conclave-agent/conclave/protocols/internal/highest"
 )
 
 // state is the node's place in the algorithm.
@@ -34,12 +34,6 @@ const (
 	stLeader                 // elected
 )
 
-type member struct {
-	m         protocols.Member
-	down      bool // MemberDown without a later MemberUp
-	suspected bool // the failure detector's latest verdict
-}
-
 // Node is one ring participant. It implements protocols.Protocol; all methods
 // must be called from one goroutine.
 type Node struct {
@@ -49,9 +43,8 @@ type Node struct {
 	rand   *rand.Rand
 	log    protocols.Logger
 
-	members map[protocols.ID]*member
-	ids     []protocols.ID // sorted member ids, self included
-	// order, when set, replaces ids as the ring's clockwise order. Only
+	members *highest.Roster
+	// order, when set, replaces the ids as the ring's clockwise order. Only
 	// tests set it, to model the arbitrary id arrangements the textbook
 	// analyses assume; production rings are ordered by id.
 	order []protocols.ID
@@ -60,7 +53,7 @@ type Node struct {
 	participant bool // sent or forwarded an election message this round
 	leader      protocols.ID
 	epoch       uint64 // epoch of the latest leader accepted (or been)
-	seen        uint64 // highest epoch seen or created; persisted
+	epochs      highest.Epochs
 	relayed     uint64 // epoch of the last LEADER announcement forwarded
 
 	phase   uint32 // HS: current probe phase of our candidacy
@@ -71,11 +64,9 @@ type Node struct {
 	roundEnd protocols.Time // participant: the round counts as stalled from here
 	hbDue    protocols.Time
 
-	// Resign: the node relays without competing until abstainUntil (or a
-	// new leader's announcement), then never preempts yieldTo, the leader
-	// that replaced it, until it takes part in an election again.
-	abstainUntil protocols.Time
-	yieldTo      protocols.ID
+	// abstain is the resign machinery: after Resign the node relays
+	// without competing, then spares the leader that replaced it.
+	abstain highest.Abstention
 
 	// inflight holds the election messages (ELECT, HS probes and replies)
 	// sent since this node last followed or became a leader, so that one
@@ -84,8 +75,7 @@ type Node struct {
 	// maxHops.
 	inflight []sent
 
-	hsCur protocols.HardState
-	out   protocols.Outbox
+	out protocols.Outbox
 }
 
 // sent is an election message and when this node sent it.
@@ -105,59 +95,31 @@ func New(cfg Config) (*Node, error) {
 	}
 	hb, et := cfg.durations()
 	n := &Node{
-		id:    cfg.ID,
-		hb:    hb,
-		et:    et,
-		useHS: cfg.Algorithm == AlgHS,
-		rand:  cfg.Rand,
-		log:   cfg.Logger,
-		now:   cfg.Now,
-		seen:  cfg.HardState.Epoch,
-		epoch: cfg.HardState.Epoch,
-		hsCur: cfg.HardState,
+		id:     cfg.ID,
+		hb:     hb,
+		et:     et,
+		useHS:  cfg.Algorithm == AlgHS,
+		rand:   highest.Rand(cfg.Rand, cfg.ID, 0x72_696e_67),
+		log:    cfg.Logger,
+		now:    cfg.Now,
+		epoch:  cfg.HardState.Epoch,
+		epochs: highest.NewEpochs(cfg.HardState),
 
-		members: map[protocols.ID]*member{},
-	}
-	if n.rand == nil {
-		n.rand = rand.New(rand.NewPCG(uint64(cfg.ID), 0x72_696e_67))
+		members: highest.NewRoster(cfg.ID, cfg.Members),
 	}
 	if n.log == nil {
 		n.log = protocols.NopLogger{}
 	}
-	for _, m := range cfg.Members {
-		n.addMember(m)
-	}
-	n.addMember(protocols.Member{ID: cfg.ID})
 	initial := n.softState()
 	n.out.Reset(cfg.HardState, &initial)
 	n.resetTimer()
 	return n, nil
 }
 
-func (n *Node) addMember(m protocols.Member) {
-	if mm, ok := n.members[m.ID]; ok {
-		if m.Name != "" {
-			mm.m = m
-		}
-		return
-	}
-	n.members[m.ID] = &member{m: m}
-	n.ids = append(n.ids, m.ID)
-	slices.Sort(n.ids)
-	if n.order != nil {
-		n.order = append(n.order, m.ID)
-	}
-}
-
-func (n *Node) live(id protocols.ID) bool {
-	m, ok := n.members[id]
-	return ok && !m.down && !m.suspected
-}
-
 // neighbor is the next live member from this node in direction d, skipping
 // suspected and down ones; this node itself when it is alone.
 func (n *Node) neighbor(d protocols.Direction) protocols.ID {
-	ring := n.ids
+	ring := n.members.IDs()
 	if n.order != nil {
 		ring = n.order
 	}
@@ -168,7 +130,7 @@ func (n *Node) neighbor(d protocols.Direction) protocols.ID {
 		if d == protocols.CounterClockwise {
 			j = (i - k + l) % l
 		}
-		if n.live(ring[j]) {
+		if n.members.Live(ring[j]) {
 			return ring[j]
 		}
 	}
@@ -177,9 +139,9 @@ func (n *Node) neighbor(d protocols.Direction) protocols.ID {
 
 // maxHops bounds how far any election message may travel: a message whose
 // candidate died unnoticed would otherwise circle for ever.
-func (n *Node) maxHops() uint32 { return uint32(2*len(n.ids) + 2) }
+func (n *Node) maxHops() uint32 { return uint32(2*len(n.members.IDs()) + 2) }
 
-func (n *Node) abstaining() bool { return n.now < n.abstainUntil }
+func (n *Node) abstaining() bool { return n.abstain.Active(n.now) }
 
 func (n *Node) send(m protocols.Message) {
 	m.From = n.id
@@ -232,20 +194,7 @@ func (n *Node) resend(lost protocols.ID) {
 	}
 }
 
-// observe raises the highest epoch seen; it is persisted with the next Ready.
-// Election messages carry and merge it, so a winner's new epoch exceeds every
-// epoch seen on its way round.
-func (n *Node) observe(e uint64) {
-	if e > n.seen {
-		n.seen = e
-		n.hsCur.Epoch = e
-	}
-}
-
-func (n *Node) timeout() protocols.Time {
-	jitter := time.Duration(n.rand.Int64N(int64(n.et)/2 + 1))
-	return n.now.Add(n.et + jitter)
-}
+func (n *Node) timeout() protocols.Time { return highest.Timeout(n.rand, n.now, n.et) }
 
 func (n *Node) resetTimer() { n.deadline = n.timeout() }
 
@@ -269,7 +218,7 @@ func (n *Node) startElection() {
 	if n.abstaining() {
 		return
 	}
-	n.yieldTo = protocols.None
+	n.abstain.Campaigning()
 	if n.neighbor(protocols.Clockwise) == n.id {
 		n.becomeLeader()
 		return
@@ -284,14 +233,14 @@ func (n *Node) startElection() {
 		n.probe()
 		return
 	}
-	n.send(protocols.Message{Kind: protocols.MsgRingElect, To: n.neighbor(protocols.Clockwise), Candidate: n.id, Epoch: n.seen})
+	n.send(protocols.Message{Kind: protocols.MsgRingElect, To: n.neighbor(protocols.Clockwise), Candidate: n.id, Epoch: n.epochs.Seen()})
 }
 
 // probe sends this node's HS probes of the current phase both ways.
 func (n *Node) probe() {
 	for _, d := range []protocols.Direction{protocols.Clockwise, protocols.CounterClockwise} {
 		n.send(protocols.Message{Kind: protocols.MsgHSProbe, To: n.neighbor(d), Candidate: n.id,
-			Phase: n.phase, Hops: 1, Direction: d, Epoch: n.seen})
+			Phase: n.phase, Hops: 1, Direction: d, Epoch: n.epochs.Seen()})
 	}
 }
 
@@ -299,21 +248,21 @@ func (n *Node) probe() {
 // The epoch rises into HardState in the same Ready as the announcement, so
 // the driver makes it durable first.
 func (n *Node) becomeLeader() {
-	if !protocols.CanCreateEpoch(n.seen) {
+	if !protocols.CanCreateEpoch(n.epochs.Seen()) {
 		// The next epoch would pass protocols.Ceiling: stay without a
 		// leader rather than wrap.
-		n.log.Infow("ring: not taking the lead: the epoch is at the ceiling", "node", n.id, "epoch", n.seen)
+		n.log.Infow("ring: not taking the lead: the epoch is at the ceiling", "node", n.id, "epoch", n.epochs.Seen())
 		n.st, n.leader, n.participant = stFollower, protocols.None, false
 		n.resetTimer()
 		return
 	}
-	n.epoch = protocols.NextEpoch(n.seen, n.id)
-	n.observe(n.epoch)
+	n.epoch = protocols.NextEpoch(n.epochs.Seen(), n.id)
+	n.epochs.Observe(n.epoch)
 	n.st = stLeader
 	n.leader = n.id
 	n.participant = false
 	n.inflight = nil
-	n.yieldTo, n.abstainUntil = protocols.None, 0
+	n.abstain.Led()
 	n.relayed = n.epoch
 	n.log.Infow("ring: leader", "node", n.id, "epoch", n.epoch)
 	if next := n.neighbor(protocols.Clockwise); next != n.id {
@@ -326,8 +275,8 @@ func (n *Node) heartbeats() {
 	if n.now < n.hbDue {
 		return
 	}
-	for _, id := range n.ids {
-		if id != n.id && !n.members[id].down {
+	for _, id := range n.members.IDs() {
+		if id != n.id && !n.members.Down(id) {
 			n.send(protocols.Message{Kind: protocols.MsgHeartbeat, To: id, Leader: n.id, Epoch: n.epoch, Term: n.epoch})
 		}
 	}
@@ -336,15 +285,12 @@ func (n *Node) heartbeats() {
 
 // follow makes l, of epoch e, this node's leader.
 func (n *Node) follow(l protocols.ID, e uint64) {
-	if n.abstaining() && l < n.id {
-		n.yieldTo = l
-	}
+	n.abstain.Followed(n.now, n.id, l)
 	if n.st != stFollower || n.leader != l || n.epoch != e {
 		n.log.Infow("ring: following", "node", n.id, "leader", l, "epoch", e)
 	}
 	n.st = stFollower
 	n.leader, n.epoch = l, e
-	n.abstainUntil = 0
 	n.inflight = nil
 	n.resetTimer()
 }
@@ -361,16 +307,13 @@ func (n *Node) acceptable(l protocols.ID, e uint64) bool {
 // place, so that the highest live id leads. A resigned node lets the leader
 // that replaced it be.
 func (n *Node) usurped(l protocols.ID) bool {
-	return l < n.id && l != n.yieldTo && !n.abstaining()
+	return l < n.id && !n.abstain.Spares(n.now, l)
 }
 
 // Step handles message m received at local time now.
 func (n *Node) Step(now protocols.Time, m protocols.Message) error {
-	if m.To != n.id {
-		return protocols.ErrNotAddressed
-	}
-	if _, ok := n.members[m.From]; !ok || m.From == n.id {
-		return protocols.ErrUnknownSender
+	if err := n.members.Addressed(m); err != nil {
+		return err
 	}
 	switch m.Kind {
 	case protocols.MsgRingLeader, protocols.MsgHeartbeat, protocols.MsgHeartbeatResp:
@@ -385,11 +328,13 @@ func (n *Node) Step(now protocols.Time, m protocols.Message) error {
 	default:
 		return protocols.ErrUnknownKind
 	}
-	if !protocols.AdmitEpoch(m.Epoch, n.seen) {
-		return fmt.Errorf("ring: %w", protocols.BeyondCeiling("epoch", m, m.Epoch, n.seen))
+	if err := n.epochs.Admit("ring", m); err != nil {
+		return err
 	}
 	n.now = now
-	n.observe(m.Epoch)
+	// Election messages carry and merge the highest epoch seen, so a
+	// winner's new epoch exceeds every epoch seen on its way round.
+	n.epochs.Observe(m.Epoch)
 	switch m.Kind {
 	case protocols.MsgRingElect:
 		n.stepElect(m)
@@ -428,8 +373,7 @@ func (n *Node) joinRound() {
 // candidateGone reports whether c, the candidate of an election message, is
 // known dead or unknown: its message must not circle on.
 func (n *Node) candidateGone(c protocols.ID) bool {
-	m, ok := n.members[c]
-	return c != protocols.None && (!ok || m.down)
+	return c != protocols.None && (!n.members.Known(c) || n.members.Down(c))
 }
 
 // stepElect is LCR: forward higher candidates, replace lower ones by our own
@@ -441,7 +385,7 @@ func (n *Node) stepElect(m protocols.Message) {
 	}
 	fwd := func() {
 		n.send(protocols.Message{Kind: protocols.MsgRingElect, To: n.neighbor(protocols.Clockwise),
-			Candidate: c, Epoch: n.seen, Hops: m.Hops + 1})
+			Candidate: c, Epoch: n.epochs.Seen(), Hops: m.Hops + 1})
 	}
 	switch {
 	case n.abstaining():
@@ -478,12 +422,12 @@ func (n *Node) stepProbe(m protocols.Message) {
 	relay := func() {
 		if m.Hops < 1<<m.Phase {
 			n.send(protocols.Message{Kind: protocols.MsgHSProbe, To: n.neighbor(m.Direction), Candidate: c,
-				Phase: m.Phase, Hops: m.Hops + 1, Direction: m.Direction, Epoch: n.seen})
+				Phase: m.Phase, Hops: m.Hops + 1, Direction: m.Direction, Epoch: n.epochs.Seen()})
 			return
 		}
 		back := opposite(m.Direction)
 		n.send(protocols.Message{Kind: protocols.MsgHSReply, To: n.neighbor(back), Candidate: c,
-			Phase: m.Phase, Hops: 1, Direction: back, Epoch: n.seen})
+			Phase: m.Phase, Hops: 1, Direction: back, Epoch: n.epochs.Seen()})
 	}
 	switch {
 	case n.abstaining():
@@ -514,7 +458,7 @@ func (n *Node) stepReply(m protocols.Message) {
 	}
 	if c != n.id {
 		n.send(protocols.Message{Kind: protocols.MsgHSReply, To: n.neighbor(m.Direction), Candidate: c,
-			Phase: m.Phase, Hops: m.Hops + 1, Direction: m.Direction, Epoch: n.seen})
+			Phase: m.Phase, Hops: m.Hops + 1, Direction: m.Direction, Epoch: n.epochs.Seen()})
 		return
 	}
 	if n.st != stCandidate || m.Phase != n.phase {
@@ -563,7 +507,7 @@ func (n *Node) Tick(now protocols.Time) {
 		// The round stalled: no LEADER announcement came. Run again
 		// unless we follow a leader that is still heard from, or lead.
 		n.participant = false
-		if n.st == stCandidate || (n.st == stFollower && (now >= n.deadline || !n.live(n.leader))) {
+		if n.st == stCandidate || (n.st == stFollower && (now >= n.deadline || !n.members.Live(n.leader))) {
 			n.st = stFollower
 			n.restart()
 			return
@@ -617,13 +561,14 @@ func (n *Node) restart() {
 // returning node learns the leader without waiting.
 func (n *Node) MemberUp(now protocols.Time, m protocols.Member) {
 	n.now = now
-	if m.ID == protocols.None || m.ID > MaxID {
-		n.log.Infow("ring: ignoring member with invalid id", "id", m.ID)
+	known := n.members.Known(m.ID)
+	if err := n.members.Up(m); err != nil {
+		n.log.Infow("ring: ignoring member", "id", m.ID, "error", err)
 		return
 	}
-	n.addMember(m)
-	mm := n.members[m.ID]
-	mm.down, mm.suspected = false, false
+	if !known && n.order != nil {
+		n.order = append(n.order, m.ID)
+	}
 	if n.st == stLeader && m.ID != n.id {
 		n.send(protocols.Message{Kind: protocols.MsgHeartbeat, To: m.ID, Leader: n.id, Epoch: n.epoch, Term: n.epoch})
 	}
@@ -634,13 +579,10 @@ func (n *Node) MemberUp(now protocols.Time, m protocols.Member) {
 // losing the leader starts an election.
 func (n *Node) MemberDown(now protocols.Time, id protocols.ID) {
 	n.now = now
-	m, ok := n.members[id]
-	if !ok || id == n.id {
-		return
+	if n.members.SetDown(id) {
+		n.resend(id)
+		n.leaderLost(id)
 	}
-	m.down = true
-	n.resend(id)
-	n.leaderLost(id)
 }
 
 // Suspect records the failure detector's verdict; a suspected member is
@@ -649,12 +591,7 @@ func (n *Node) MemberDown(now protocols.Time, id protocols.ID) {
 // election.
 func (n *Node) Suspect(now protocols.Time, id protocols.ID, suspected bool) {
 	n.now = now
-	m, ok := n.members[id]
-	if !ok || id == n.id {
-		return
-	}
-	m.suspected = suspected
-	if suspected {
+	if n.members.SetSuspected(id, suspected) && suspected {
 		n.resend(id)
 		n.leaderLost(id)
 	}
@@ -686,15 +623,15 @@ func (n *Node) Resign(now protocols.Time) error {
 	n.st = stFollower
 	n.leader = protocols.None
 	n.participant = true
-	n.abstainUntil = now.Add(2 * n.et)
-	n.deadline, n.roundEnd = n.abstainUntil, n.abstainUntil
+	until := n.abstain.Begin(now, n.et)
+	n.deadline, n.roundEnd = until, until
 	if n.useHS {
 		for _, d := range []protocols.Direction{protocols.Clockwise, protocols.CounterClockwise} {
-			n.send(protocols.Message{Kind: protocols.MsgHSProbe, To: n.neighbor(d), Hops: 1, Direction: d, Epoch: n.seen})
+			n.send(protocols.Message{Kind: protocols.MsgHSProbe, To: n.neighbor(d), Hops: 1, Direction: d, Epoch: n.epochs.Seen()})
 		}
 		return nil
 	}
-	n.send(protocols.Message{Kind: protocols.MsgRingElect, To: n.neighbor(protocols.Clockwise), Epoch: n.seen})
+	n.send(protocols.Message{Kind: protocols.MsgRingElect, To: n.neighbor(protocols.Clockwise), Epoch: n.epochs.Seen()})
 	return nil
 }
 
@@ -715,19 +652,15 @@ func (n *Node) softState() protocols.SoftState {
 // Status reports the leader this node knows and its epoch. Ring elections
 // have no lease: LeaseUntil is always zero and Term is the epoch.
 func (n *Node) Status(now protocols.Time) protocols.Status {
-	s := protocols.Status{Role: n.role(), Leader: n.leader, Epoch: n.epoch, Term: n.epoch}
-	if m, ok := n.members[n.leader]; ok {
-		s.LeaderName = m.m.Name
-	}
-	return s
+	return n.members.Status(n.role(), n.leader, n.epoch)
 }
 
 // HasReady reports whether Ready has work.
-func (n *Node) HasReady() bool { return n.out.HasReady(n.hsCur, n.softState()) }
+func (n *Node) HasReady() bool { return n.out.HasReady(n.epochs.HardState(), n.softState()) }
 
 // Ready returns the pending work: a risen epoch to persist, messages, and a
 // leadership change to announce.
-func (n *Node) Ready() protocols.Ready { return n.out.Ready(n.hsCur, n.softState()) }
+func (n *Node) Ready() protocols.Ready { return n.out.Ready(n.epochs.HardState(), n.softState()) }
 
 // Advance acknowledges rd.
 func (n *Node) Advance(rd protocols.Ready) { n.out.Advance(rd) }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/conclave-agent/conclave/protocols"
+	"github.com/conclave-agent/conclave/protocols/internal/testnet"
 )
 
 var algs = []string{AlgLCR, AlgHS}
@@ -15,8 +16,8 @@ func withAlg(alg string) func(*Config) { return func(c *Config) { c.Algorithm = 
 func TestStartupElectsHighest(t *testing.T) {
 	for _, alg := range algs {
 		nw := newNetwork(t, []protocols.ID{3, 9, 4, 12, 7}, withAlg(alg))
-		nw.advance(500 * time.Millisecond)
-		if e := nw.agreed(12); protocols.EpochLeader(e) != 12 {
+		nw.Advance(500 * time.Millisecond)
+		if e := nw.Agreed(12); protocols.EpochLeader(e) != 12 {
 			t.Fatalf("%s: epoch %#x does not name leader 12", alg, e)
 		}
 	}
@@ -25,31 +26,31 @@ func TestStartupElectsHighest(t *testing.T) {
 func TestStableClusterOnlyHeartbeats(t *testing.T) {
 	for _, alg := range algs {
 		nw := newNetwork(t, seq(4), withAlg(alg))
-		nw.advance(500 * time.Millisecond)
-		nw.resetCounts()
-		nw.advance(100 * time.Millisecond)
-		if got := nw.counts[protocols.MsgHeartbeat]; got < 27 || got > 33 || len(nw.counts) != 1 {
-			t.Fatalf("%s: traffic in 100ms of a stable cluster: %v", alg, nw.counts)
+		nw.Advance(500 * time.Millisecond)
+		nw.ResetCounts()
+		nw.Advance(100 * time.Millisecond)
+		if got := nw.Delivered[protocols.MsgHeartbeat]; got < 27 || got > 33 || len(nw.Delivered) != 1 {
+			t.Fatalf("%s: traffic in 100ms of a stable cluster: %v", alg, nw.Delivered)
 		}
 	}
 }
 
 func TestFailoverSignals(t *testing.T) {
 	cases := map[string]func(nw *network){
-		"member-down": func(nw *network) { nw.crash(5, true) },
+		"member-down": func(nw *network) { nw.Crash(5, true) },
 		"suspect": func(nw *network) {
-			nw.crash(5, false)
+			nw.Crash(5, false)
 			for _, id := range seq(4) {
-				nw.nodes[id].Suspect(nw.now, 5, true)
+				nw.Nodes[id].Suspect(nw.Now, 5, true)
 			}
 		},
 		"heartbeat-timeout": func(nw *network) {
 			// Undetected: the election message sent to 5 is lost and
 			// the stalled round restarts — until 5 is suspected.
-			nw.crash(5, false)
-			nw.advance(500 * time.Millisecond)
+			nw.Crash(5, false)
+			nw.Advance(500 * time.Millisecond)
 			for _, id := range seq(4) {
-				nw.nodes[id].Suspect(nw.now, 5, true)
+				nw.Nodes[id].Suspect(nw.Now, 5, true)
 			}
 		},
 	}
@@ -57,11 +58,11 @@ func TestFailoverSignals(t *testing.T) {
 		for name, fail := range cases {
 			t.Run(alg+"/"+name, func(t *testing.T) {
 				nw := newNetwork(t, seq(5), withAlg(alg))
-				nw.advance(500 * time.Millisecond)
-				e1 := nw.agreed(5)
+				nw.Advance(500 * time.Millisecond)
+				e1 := nw.Agreed(5)
 				fail(nw)
-				nw.advance(time.Second)
-				if e2 := nw.agreed(4); e2 <= e1 {
+				nw.Advance(time.Second)
+				if e2 := nw.Agreed(4); e2 <= e1 {
 					t.Fatalf("epoch did not rise: %d -> %d", e1, e2)
 				}
 			})
@@ -74,11 +75,11 @@ func TestFailoverSignals(t *testing.T) {
 func TestRingSkipsDeadMember(t *testing.T) {
 	for _, alg := range algs {
 		nw := newNetwork(t, seq(6), withAlg(alg))
-		nw.advance(500 * time.Millisecond)
-		nw.crash(3, true)
-		nw.crash(6, true)
-		nw.advance(time.Second)
-		nw.agreed(5)
+		nw.Advance(500 * time.Millisecond)
+		nw.Crash(3, true)
+		nw.Crash(6, true)
+		nw.Advance(time.Second)
+		nw.Agreed(5)
 	}
 }
 
@@ -87,13 +88,13 @@ func TestRingSkipsDeadMember(t *testing.T) {
 func TestRecoveredHigherIDTakesOver(t *testing.T) {
 	for _, alg := range algs {
 		nw := newNetwork(t, seq(5), withAlg(alg))
-		nw.advance(500 * time.Millisecond)
-		nw.crash(5, true)
-		nw.advance(time.Second)
-		e4 := nw.agreed(4)
-		nw.restart(5)
-		nw.advance(time.Second)
-		if e := nw.agreed(5); e <= e4 {
+		nw.Advance(500 * time.Millisecond)
+		nw.Crash(5, true)
+		nw.Advance(time.Second)
+		e4 := nw.Agreed(4)
+		nw.Restart(5)
+		nw.Advance(time.Second)
+		if e := nw.Agreed(5); e <= e4 {
 			t.Fatalf("%s: epoch %d after %d", alg, e, e4)
 		}
 	}
@@ -102,34 +103,34 @@ func TestRecoveredHigherIDTakesOver(t *testing.T) {
 func TestPartitionTwoLeadersDistinctEpochs(t *testing.T) {
 	for _, alg := range algs {
 		nw := newNetwork(t, seq(6), withAlg(alg))
-		nw.advance(500 * time.Millisecond)
+		nw.Advance(500 * time.Millisecond)
 		a, b := []protocols.ID{1, 2, 3}, []protocols.ID{4, 5, 6}
-		nw.partition(a, b)
+		nw.Partition(a, b)
 		// Each side suspects the other, as phi would.
 		for _, x := range a {
 			for _, y := range b {
-				nw.nodes[x].Suspect(nw.now, y, true)
-				nw.nodes[y].Suspect(nw.now, x, true)
+				nw.Nodes[x].Suspect(nw.Now, y, true)
+				nw.Nodes[y].Suspect(nw.Now, x, true)
 			}
 		}
-		nw.advance(time.Second)
-		l := nw.leaders()
+		nw.Advance(time.Second)
+		l := nw.Leaders()
 		if len(l) != 2 || l[0] != 3 || l[1] != 6 {
 			t.Fatalf("%s: leaders %v, want [3 6]", alg, l)
 		}
-		e3, e6 := nw.nodes[3].Status(nw.now).Epoch, nw.nodes[6].Status(nw.now).Epoch
+		e3, e6 := nw.Nodes[3].Status(nw.Now).Epoch, nw.Nodes[6].Status(nw.Now).Epoch
 		if e3 == e6 {
 			t.Fatalf("%s: two leaders share epoch %d", alg, e3)
 		}
-		nw.heal()
+		nw.Heal()
 		for _, x := range a {
 			for _, y := range b {
-				nw.nodes[x].Suspect(nw.now, y, false)
-				nw.nodes[y].Suspect(nw.now, x, false)
+				nw.Nodes[x].Suspect(nw.Now, y, false)
+				nw.Nodes[y].Suspect(nw.Now, x, false)
 			}
 		}
-		nw.advance(time.Second)
-		if e := nw.agreed(6); e < max(e3, e6) {
+		nw.Advance(time.Second)
+		if e := nw.Agreed(6); e < max(e3, e6) {
 			t.Fatalf("%s: epoch %d after heal, sides had %d and %d", alg, e, e3, e6)
 		}
 	}
@@ -138,85 +139,32 @@ func TestPartitionTwoLeadersDistinctEpochs(t *testing.T) {
 func TestIsolatedLeader(t *testing.T) {
 	for _, alg := range algs {
 		nw := newNetwork(t, seq(4), withAlg(alg))
-		nw.advance(500 * time.Millisecond)
-		e1 := nw.agreed(4)
-		nw.isolate(4)
+		nw.Advance(500 * time.Millisecond)
+		e1 := nw.Agreed(4)
+		nw.Isolate(4)
 		for _, id := range seq(3) {
-			nw.nodes[id].Suspect(nw.now, 4, true)
+			nw.Nodes[id].Suspect(nw.Now, 4, true)
 		}
-		nw.advance(time.Second)
-		if l := nw.leaders(); len(l) != 2 {
+		nw.Advance(time.Second)
+		if l := nw.Leaders(); len(l) != 2 {
 			t.Fatalf("%s: leaders %v", alg, l)
 		}
-		if e3 := nw.nodes[3].Status(nw.now).Epoch; e3 <= e1 {
+		if e3 := nw.Nodes[3].Status(nw.Now).Epoch; e3 <= e1 {
 			t.Fatalf("%s: epoch %d after %d", alg, e3, e1)
-		}
-	}
-}
-
-func TestResign(t *testing.T) {
-	for _, alg := range algs {
-		nw := newNetwork(t, seq(4), withAlg(alg))
-		nw.advance(500 * time.Millisecond)
-		e1 := nw.agreed(4)
-		if err := nw.nodes[3].Resign(nw.now); !errors.Is(err, protocols.ErrNotLeader) {
-			t.Fatalf("%s: Resign on follower: %v", alg, err)
-		}
-		if err := nw.nodes[4].Resign(nw.now); err != nil {
-			t.Fatal(err)
-		}
-		nw.deliver()
-		if e2 := nw.agreed(3); e2 <= e1 {
-			t.Fatalf("%s: epoch %d after resign, was %d", alg, e2, e1)
-		}
-		nw.advance(time.Second)
-		nw.agreed(3) // 4 does not take it back
-		nw.crash(3, true)
-		nw.advance(time.Second)
-		nw.agreed(4) // but wins the next election
-	}
-}
-
-func TestResignAlone(t *testing.T) {
-	nw := newNetwork(t, seq(2), nil)
-	nw.advance(500 * time.Millisecond)
-	nw.crash(1, true)
-	if err := nw.nodes[2].Resign(nw.now); !errors.Is(err, protocols.ErrNoTransferTarget) {
-		t.Fatalf("Resign alone: %v", err)
-	}
-	if nw.nodes[2].Status(nw.now).Role != protocols.Leader {
-		t.Fatal("failed Resign changed the role")
-	}
-}
-
-func TestEpochSurvivesRestart(t *testing.T) {
-	for _, alg := range algs {
-		nw := newNetwork(t, seq(3), withAlg(alg))
-		nw.advance(500 * time.Millisecond)
-		e1 := nw.agreed(3)
-		for _, id := range seq(3) {
-			nw.crash(id, false)
-		}
-		for _, id := range seq(3) {
-			nw.restart(id)
-		}
-		nw.advance(time.Second)
-		if e2 := nw.agreed(3); e2 <= e1 {
-			t.Fatalf("%s: epoch after full restart %d, before %d", alg, e2, e1)
 		}
 	}
 }
 
 func TestStaleLeaderIgnored(t *testing.T) {
 	nw := newNetwork(t, seq(3), nil)
-	nw.advance(500 * time.Millisecond)
-	e := nw.agreed(3)
+	nw.Advance(500 * time.Millisecond)
+	e := nw.Agreed(3)
 	old := protocols.NextEpoch(0, 2)
 	for _, k := range []protocols.MessageKind{protocols.MsgRingLeader, protocols.MsgHeartbeat} {
-		if err := nw.nodes[1].Step(nw.now, protocols.Message{Kind: k, From: 2, To: 1, Leader: 2, Epoch: old}); err != nil {
+		if err := nw.Nodes[1].Step(nw.Now, protocols.Message{Kind: k, From: 2, To: 1, Leader: 2, Epoch: old}); err != nil {
 			t.Fatal(err)
 		}
-		if s := nw.nodes[1].Status(nw.now); s.Leader != 3 || s.Epoch != e {
+		if s := nw.Nodes[1].Status(nw.Now); s.Leader != 3 || s.Epoch != e {
 			t.Fatalf("stale %v accepted: %+v", k, s)
 		}
 	}
@@ -225,7 +173,7 @@ func TestStaleLeaderIgnored(t *testing.T) {
 func TestStepErrors(t *testing.T) {
 	for _, alg := range algs {
 		nw := newNetwork(t, seq(3), withAlg(alg))
-		n := nw.nodes[1]
+		n := nw.Nodes[1]
 		wrong := protocols.MsgHSProbe
 		if alg == AlgHS {
 			wrong = protocols.MsgRingElect
@@ -254,7 +202,7 @@ func TestStepErrors(t *testing.T) {
 // for ever.
 func TestRunawayMessagesDropped(t *testing.T) {
 	nw := newNetwork(t, seq(3), withAlg(AlgHS))
-	n := nw.nodes[1]
+	n := nw.Nodes[1]
 	for _, m := range []protocols.Message{
 		{Kind: protocols.MsgHSProbe, From: 3, To: 1, Candidate: 3, Phase: 1, Hops: 5},
 		{Kind: protocols.MsgHSProbe, From: 3, To: 1, Candidate: 3, Phase: 40, Hops: 1},
@@ -287,4 +235,30 @@ func TestConfigValidate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// Resign, resigning alone and the epoch across restarts, as every
+// highest-id election promises (protocols/internal/testnet), for both
+// algorithms.
+func TestResign(t *testing.T) {
+	for _, alg := range algs {
+		t.Run(alg, func(t *testing.T) { testnet.CheckResign(t, builder(t, withAlg(alg))) })
+	}
+}
+
+func TestResignAlone(t *testing.T) {
+	for _, alg := range algs {
+		t.Run(alg, func(t *testing.T) { testnet.CheckResignAlone(t, builder(t, withAlg(alg))) })
+	}
+}
+
+func TestEpochSurvivesRestart(t *testing.T) {
+	for _, alg := range algs {
+		t.Run(alg, func(t *testing.T) { testnet.CheckEpochSurvivesRestart(t, builder(t, withAlg(alg))) })
+	}
+}
+
+// builder makes networks for the shared checks.
+func builder(t *testing.T, tweak func(*Config)) func(ids []protocols.ID) *testnet.Net[*Node] {
+	return func(ids []protocols.ID) *testnet.Net[*Node] { return newNetwork(t, ids, tweak).Net }
 }

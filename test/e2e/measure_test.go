@@ -21,6 +21,7 @@ var (
 	measureRate   = flag.Int("measure.rate", 1000, "TestMeasure: /v1/status requests per second (0: skip)")
 	measureFor    = flag.Duration("measure.duration", 5*time.Second, "TestMeasure: how long to send /v1/status requests")
 	measureProtos = flag.String("measure.protocols", "majority,bully,ring", "TestMeasure: comma-separated protocols to fail over")
+	measureFlags  = flag.String("measure.flags", "", "TestMeasure: extra agent flags for the failovers, space-separated (e.g. a timing profile of config.example.toml)")
 )
 
 // TestMeasure prints measured figures; it asserts nothing about them (only
@@ -32,8 +33,8 @@ func TestMeasure(t *testing.T) {
 		t.Skip("measurements run only with -measure")
 	}
 	var report strings.Builder
-	fmt.Fprintf(&report, "failover: SIGKILL of the leader → every survivor reports the same new leader (5 agents, election_timeout %v, heartbeat %v, %d trials)\n",
-		electionTimeout, heartbeatInterval, *measureTrials)
+	fmt.Fprintf(&report, "failover: SIGKILL of the leader → every survivor reports the same new leader (5 agents, election_timeout %v and heartbeat %v unless the extra flags %q say otherwise, %d trials)\n",
+		electionTimeout, heartbeatInterval, *measureFlags, *measureTrials)
 	fmt.Fprintf(&report, "%-9s %8s %8s %8s %8s\n", "protocol", "min", "median", "p90", "worst")
 	for _, protocol := range strings.Split(*measureProtos, ",") {
 		ds := measureFailover(t, protocol, *measureTrials)
@@ -70,7 +71,7 @@ type observation struct {
 // SIGKILL to the moment the last survivor reports the agreed new leader,
 // as seen on the survivors' watch streams.
 func measureFailover(t *testing.T, protocol string, trials int) []time.Duration {
-	c := newCluster(t, 5, protocol)
+	c := newCluster(t, 5, protocol, strings.Fields(*measureFlags)...)
 	c.startAll()
 	var out []time.Duration
 	for trial := range trials {

@@ -1,0 +1,283 @@
+// Package highest holds what bully and ring, the two highest-id elections,
+// keep alike: the members and the liveness verdicts on each, the resign
+// machinery (abstention), the highest epoch seen, the follower timeout and
+// the checks of their configuration and input. Each protocol keeps its own
+// algorithm; this package keeps one copy of the bookkeeping around it.
+//
+// Like protocols it is pure: no goroutines, I/O, clock reads or global
+// randomness.
+package highest
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/conclave-agent/conclave/protocols"
+)
+
+// MaxID is the largest node id the highest-id elections accept: ids occupy
+// the low bits of every epoch (protocols.NextEpoch), which keeps two leaders
+// from ever sharing one.
+const MaxID = protocols.MaxEpochID
+
+// Defaults taken by zero durations: the agent's own (config.Default, and
+// phi.DefaultHeartbeatInterval; config's tests hold them equal), so that the
+// library left unconfigured behaves as the agent does. Not imported from
+// phi: protocols import nothing but the standard library and protocols.
+const (
+	DefaultHeartbeatInterval = 50 * time.Millisecond
+	DefaultElectionTimeout   = 200 * time.Millisecond
+)
+
+// Durations applies the defaults to zero durations.
+func Durations(hb, et time.Duration) (time.Duration, time.Duration) {
+	if hb == 0 {
+		hb = DefaultHeartbeatInterval
+	}
+	if et == 0 {
+		et = DefaultElectionTimeout
+	}
+	return hb, et
+}
+
+// CheckConfig reports the problems of the configuration both protocols
+// share, each prefixed with the protocol's name.
+func CheckConfig(name string, id protocols.ID, members []protocols.Member, hs protocols.HardState, hbSet, etSet time.Duration) []error {
+	var errs []error
+	for _, e := range protocols.CheckEpochIDs(id, members) {
+		errs = append(errs, fmt.Errorf("%s: %w", name, e))
+	}
+	if err := protocols.CheckHardState(hs); err != nil {
+		errs = append(errs, fmt.Errorf("%s: hard state: %w", name, err))
+	}
+	hb, et := Durations(hbSet, etSet)
+	if hbSet < 0 || etSet < 0 {
+		errs = append(errs, fmt.Errorf("%s: durations must not be negative", name))
+	} else if et <= hb {
+		errs = append(errs, fmt.Errorf("%s: election timeout %v must exceed heartbeat interval %v", name, et, hb))
+	}
+	return errs
+}
+
+// Rand returns rng, or when nil a generator seeded from id and the
+// protocol's own stream, so that runs stay deterministic.
+func Rand(rng *rand.Rand, id protocols.ID, stream uint64) *rand.Rand {
+	if rng != nil {
+		return rng
+	}
+	return rand.New(rand.NewPCG(uint64(id), stream))
+}
+
+// Timeout is now plus et plus up to half of it in random jitter: how long
+// a follower waits for its leader, and a ring participant for its round.
+func Timeout(rng *rand.Rand, now protocols.Time, et time.Duration) protocols.Time {
+	jitter := time.Duration(rng.Int64N(int64(et)/2 + 1))
+	return now.Add(et + jitter)
+}
+
+// ErrInvalidID is MemberUp's complaint about a member whose id is zero or
+// above MaxID.
+var ErrInvalidID = errors.New("invalid member id")
+
+type member struct {
+	m         protocols.Member
+	down      bool // MemberDown without a later MemberUp
+	suspected bool // the failure detector's latest verdict
+}
+
+// Roster is every member a node has heard of, itself included, sorted by
+// id, with the two verdicts on each: down (gossip) and suspected (the
+// failure detector). A member is live when neither holds.
+type Roster struct {
+	self    protocols.ID
+	members map[protocols.ID]*member
+	ids     []protocols.ID
+}
+
+// NewRoster returns the roster of self and members.
+func NewRoster(self protocols.ID, members []protocols.Member) *Roster {
+	r := &Roster{self: self, members: map[protocols.ID]*member{}}
+	for _, m := range members {
+		r.Add(m)
+	}
+	r.Add(protocols.Member{ID: self})
+	return r
+}
+
+// Add records m if it is new and reports whether it was; a known member's
+// name is updated when m carries one.
+func (r *Roster) Add(m protocols.Member) bool {
+	if mm, ok := r.members[m.ID]; ok {
+		if m.Name != "" {
+			mm.m = m
+		}
+		return false
+	}
+	r.members[m.ID] = &member{m: m}
+	r.ids = append(r.ids, m.ID)
+	slices.Sort(r.ids)
+	return true
+}
+
+// IDs returns every member id, sorted; the caller must not change it.
+func (r *Roster) IDs() []protocols.ID { return r.ids }
+
+// Known reports whether id is a member.
+func (r *Roster) Known(id protocols.ID) bool {
+	_, ok := r.members[id]
+	return ok
+}
+
+// Live reports whether id is a member believed alive: neither down nor
+// suspected.
+func (r *Roster) Live(id protocols.ID) bool {
+	m, ok := r.members[id]
+	return ok && !m.down && !m.suspected
+}
+
+// Down reports whether id is a member gossip reported down.
+func (r *Roster) Down(id protocols.ID) bool {
+	m, ok := r.members[id]
+	return ok && m.down
+}
+
+// Name returns id's member name, or "" when unknown.
+func (r *Roster) Name(id protocols.ID) string {
+	if m, ok := r.members[id]; ok {
+		return m.m.Name
+	}
+	return ""
+}
+
+// Up records m as live, adding it when new. It refuses (ErrInvalidID) an
+// id that is zero or above MaxID, changing nothing.
+func (r *Roster) Up(m protocols.Member) error {
+	if m.ID == protocols.None || m.ID > MaxID {
+		return ErrInvalidID
+	}
+	r.Add(m)
+	mm := r.members[m.ID]
+	mm.down, mm.suspected = false, false
+	return nil
+}
+
+// SetDown records gossip's verdict that id is dead. It reports false, and
+// changes nothing, for an unknown id or this node itself.
+func (r *Roster) SetDown(id protocols.ID) bool {
+	m, ok := r.members[id]
+	if !ok || id == r.self {
+		return false
+	}
+	m.down = true
+	return true
+}
+
+// SetSuspected records the failure detector's verdict on id. It reports
+// false, and changes nothing, for an unknown id or this node itself.
+func (r *Roster) SetSuspected(id protocols.ID, suspected bool) bool {
+	m, ok := r.members[id]
+	if !ok || id == r.self {
+		return false
+	}
+	m.suspected = suspected
+	return true
+}
+
+// Addressed checks that m is for this node and from another member, the
+// first checks of every Step.
+func (r *Roster) Addressed(m protocols.Message) error {
+	if m.To != r.self {
+		return protocols.ErrNotAddressed
+	}
+	if !r.Known(m.From) || m.From == r.self {
+		return protocols.ErrUnknownSender
+	}
+	return nil
+}
+
+// Status is the status of a node in role following leader in epoch.
+// Neither protocol has a lease: LeaseUntil is always zero and Term is the
+// epoch.
+func (r *Roster) Status(role protocols.Role, leader protocols.ID, epoch uint64) protocols.Status {
+	return protocols.Status{Role: role, Leader: leader, Epoch: epoch, Term: epoch, LeaderName: r.Name(leader)}
+}
+
+// Epochs tracks the highest epoch a node has seen or created, which every
+// new epoch must exceed, and the durable state that persists it.
+type Epochs struct {
+	seen uint64
+	hs   protocols.HardState
+}
+
+// NewEpochs starts from the durable state of the last run.
+func NewEpochs(hs protocols.HardState) Epochs { return Epochs{seen: hs.Epoch, hs: hs} }
+
+// Seen is the highest epoch seen or created.
+func (e *Epochs) Seen() uint64 { return e.seen }
+
+// HardState is the state to persist: it rises with Observe.
+func (e *Epochs) HardState() protocols.HardState { return e.hs }
+
+// Observe raises the highest epoch seen; it is persisted with the next
+// Ready.
+func (e *Epochs) Observe(v uint64) {
+	if v > e.seen {
+		e.seen = v
+		e.hs.Epoch = v
+	}
+}
+
+// Admit refuses, with the protocol's name, a message whose epoch is
+// implausibly far beyond the highest seen (protocols.AdmitEpoch).
+func (e *Epochs) Admit(name string, m protocols.Message) error {
+	if !protocols.AdmitEpoch(m.Epoch, e.seen) {
+		return fmt.Errorf("%s: %w", name, protocols.BeyondCeiling("epoch", m, m.Epoch, e.seen))
+	}
+	return nil
+}
+
+// Abstention is the resign machinery. A leader that resigns abstains — it
+// competes in no election — until a new leader is announced or two election
+// timeouts pass; the leader that replaced it while it abstained is then
+// spared: the resigned node, though its id is higher, does not preempt it
+// until it takes part in an election again.
+type Abstention struct {
+	until   protocols.Time
+	yieldTo protocols.ID
+}
+
+// Begin starts abstaining at now and returns when the abstention ends.
+func (a *Abstention) Begin(now protocols.Time, et time.Duration) protocols.Time {
+	a.until = now.Add(2 * et)
+	return a.until
+}
+
+// Active reports whether the node abstains at now.
+func (a *Abstention) Active(now protocols.Time) bool { return now < a.until }
+
+// Followed records that self follows leader at now: a lower leader that
+// replaced it while it abstained is spared from now on, and the abstention
+// ends.
+func (a *Abstention) Followed(now protocols.Time, self, leader protocols.ID) {
+	if a.Active(now) && leader < self {
+		a.yieldTo = leader
+	}
+	a.until = 0
+}
+
+// Campaigning records that the node takes part in an election: it spares
+// nobody any more.
+func (a *Abstention) Campaigning() { a.yieldTo = protocols.None }
+
+// Led records that the node became leader: the abstention, and whoever it
+// spared, are over.
+func (a *Abstention) Led() { a.until, a.yieldTo = 0, protocols.None }
+
+// Spares reports whether the node must leave a lower leader be at now:
+// while it abstains, and when leader is the one that replaced it.
+func (a *Abstention) Spares(now protocols.Time, leader protocols.ID) bool {
+	return leader == a.yieldTo || a.Active(now)
+}

@@ -1,0 +1,152 @@
+// Package simtest runs the simulator's randomised fault schedules for the
+// tests of the highest-id protocols (bully and ring), which share the way
+// they run them and what they check after the heal.
+package simtest
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/conclave-agent/conclave/internal/racetest"
+	"github.com/conclave-agent/conclave/protocols"
+	"github.com/conclave-agent/conclave/sim"
+)
+
+const (
+	// Schedules is how many schedules a test runs without the race
+	// detector; under -race or -short a tenth.
+	Schedules = 2000
+	// ET is the runs' election timeout; the liveness bound is 30 of them
+	// after the heal.
+	ET = 100 * time.Millisecond
+)
+
+// Captured remembers the newest instance a factory built per node id, so
+// that after a run the test can ask who each live node follows.
+type Captured struct {
+	mu    sync.Mutex
+	Nodes map[protocols.ID]protocols.Protocol
+}
+
+// Capture wraps f so that the instances it builds are remembered.
+func Capture(f sim.Factory) (*Captured, sim.Factory) {
+	c := &Captured{Nodes: map[protocols.ID]protocols.Protocol{}}
+	return c, func(nc sim.NodeConfig) (protocols.Protocol, error) {
+		n, err := f(nc)
+		if err == nil {
+			c.mu.Lock()
+			c.Nodes[nc.Self.ID] = n
+			c.mu.Unlock()
+		}
+		return n, err
+	}
+}
+
+// Check returns a complaint about a run's final state, or "".
+type Check func(res sim.Result, nodes map[protocols.ID]protocols.Protocol) string
+
+// RunSchedules runs count schedules (sim.ScheduleSeed(1, i)) of the
+// protocol f builds on a worker pool, each with the options opts makes of
+// its own capturing factory, and fails t on every error, violation and
+// complaint of check (nil checks nothing beyond the simulator's own
+// checks). It returns the summed statistics.
+func RunSchedules(t *testing.T, count int, f sim.Factory, opts func(f sim.Factory) sim.Options, check Check) sim.Stats {
+	t.Helper()
+	if testing.Short() || racetest.Enabled {
+		// A sample under -race or -short; scripts/test also runs the full
+		// count without the race detector.
+		count /= 10
+	}
+	var (
+		mu    sync.Mutex
+		total sim.Stats
+		fails []string
+		wg    sync.WaitGroup
+		next  = make(chan int)
+	)
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for i := range next {
+				c, cf := Capture(f)
+				seed := sim.ScheduleSeed(1, i)
+				res, err := sim.Run(opts(cf), seed)
+				msg := ""
+				switch {
+				case err != nil:
+					msg = err.Error()
+				case res.Violation != nil:
+					msg = res.Violation.Error()
+				case check != nil:
+					msg = check(res, c.Nodes)
+				}
+				mu.Lock()
+				total.Add(res.Stats)
+				if msg != "" {
+					fails = append(fails, fmt.Sprintf("seed %d: %s", seed, msg))
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for i := range count {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for i, f := range fails {
+		if i == 3 {
+			t.Errorf("... and %d more", len(fails)-3)
+			break
+		}
+		t.Error(f)
+	}
+	t.Logf("%d failing schedules\n%s", len(fails), total)
+	return total
+}
+
+// HighestLeads checks that the run reached agreement and that the leader is
+// the highest id (after the heal every node is live again).
+func HighestLeads(res sim.Result, nodes map[protocols.ID]protocols.Protocol) string {
+	if res.Recovery < 0 {
+		return "no agreement on a leader after the heal"
+	}
+	top := protocols.ID(res.Schedule.Nodes)
+	if len(nodes) != res.Schedule.Nodes {
+		return fmt.Sprintf("captured %d instances of %d nodes", len(nodes), res.Schedule.Nodes)
+	}
+	for id, n := range nodes {
+		if s := n.Status(0); s.Leader != top {
+			return fmt.Sprintf("n%d follows %d, want highest id %d", id, s.Leader, top)
+		}
+	}
+	return ""
+}
+
+// Assumptions are the faults the highest-id protocols are built to
+// survive: fixed membership, no partitions, crashes detected (the
+// simulator's suspicion and gossip models), plus pauses, a slow network,
+// message loss and duplication.
+func Assumptions(f sim.Factory) sim.Options {
+	o := sim.Options{Factory: f, ElectionTimeout: ET, Checks: sim.NoLeaseChecks(ET)}
+	o.Faults = []sim.FaultKind{sim.FaultCrash, sim.FaultPause, sim.FaultSlowNetwork}
+	return o
+}
+
+// AllFaults schedules every fault, partitions and resignations included.
+func AllFaults(f sim.Factory) sim.Options {
+	return sim.Options{Factory: f, ElectionTimeout: ET, Checks: sim.NoLeaseChecks(ET)}
+}
+
+// CheckEveryFaultInjected fails t when some scheduled fault kind never ran:
+// the schedules would then test less than they claim.
+func CheckEveryFaultInjected(t *testing.T, st sim.Stats) {
+	t.Helper()
+	for _, k := range sim.ScheduledFaults() {
+		if st.Faults[k] == 0 {
+			t.Errorf("no %s fault injected", k)
+		}
+	}
+}
