@@ -247,6 +247,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 		Metrics:        promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		MaxConnections: cfg.API.MaxConnections,
 		MaxWatchers:    cfg.API.MaxWatchers,
+		Logger:         lg.Named("api"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)

@@ -42,6 +42,9 @@ type Leadership struct {
 
 	st  api.Status
 	err error // contact lost, since the last answer
+	// lostAt is when contact was last lost: an answer to a request sent
+	// before then cannot restore it.
+	lostAt time.Time
 	// leaseEpoch is the epoch the last poll saw this node lead; leaseUntil
 	// when that lease runs out, less the margin (zero: no lease, bully and
 	// ring), and freshUntil when the poll is too old to vouch for anything.
@@ -52,6 +55,11 @@ type Leadership struct {
 // Polled records the agent's answer st to a request sent at sent (read the
 // clock before sending, never after the answer).
 func (l *Leadership) Polled(st api.Status, sent time.Time) {
+	if l.err != nil && sent.Before(l.lostAt) {
+		// Asked before contact was lost, answered after: the loss is
+		// newer news (the agent may have died since it answered).
+		return
+	}
 	if !l.merge(st) || st.Role != api.RoleLeader {
 		return
 	}
@@ -76,11 +84,12 @@ func (l *Leadership) Polled(st api.Status, sent time.Time) {
 // once but not start it.
 func (l *Leadership) Watched(st api.Status) { l.merge(st) }
 
-// Lost records that contact with the agent failed with err: leadership is
-// over until the next polled answer. The agent may be gone or restarting,
-// and a new agent process counts Seq anew.
-func (l *Leadership) Lost(err error) {
-	l.err, l.st.Seq = err, 0
+// Lost records that contact with the agent failed with err at at (when the
+// failed request was sent, or when the broken stream was read): leadership
+// is over until a polled answer to a request sent after at. The agent may
+// be gone or restarting, and a new agent process counts Seq anew.
+func (l *Leadership) Lost(err error, at time.Time) {
+	l.err, l.st.Seq, l.lostAt = err, 0, at
 }
 
 // merge takes st unless it is older than the newest answer seen.

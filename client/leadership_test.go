@@ -37,9 +37,16 @@ func TestLeadershipActsOnTheStreamAtOnce(t *testing.T) {
 		t.Fatal("a watch event started leadership without a poll")
 	}
 	// Losing contact ends it, and the next agent process counts Seq anew.
-	v.Lost(errors.New("gone"))
+	v.Lost(errors.New("gone"), t0.Add(40*time.Millisecond))
 	if v.Err() == nil {
 		t.Fatal("Err does not report the lost contact")
+	}
+	// A poll sent before the loss and answered after it does not restore
+	// contact: the agent may have died since it answered (exec restarted
+	// its command on such an answer after the agent was killed).
+	v.Polled(api.Status{Role: api.RoleLeader, Leader: "n1", Epoch: 6, LeaseNS: int64(time.Second), Seq: 7}, t0.Add(35*time.Millisecond))
+	if v.Leads(t0.Add(45*time.Millisecond)) || v.Err() == nil {
+		t.Fatal("an answer to a request sent before contact was lost restored leadership")
 	}
 	v.Polled(api.Status{Role: api.RoleLeader, Leader: "n1", Epoch: 7, LeaseNS: int64(time.Second), Seq: 1}, t0.Add(time.Second))
 	if !v.Leads(t0.Add(time.Second)) || v.Err() != nil || v.Status().Epoch != 7 {

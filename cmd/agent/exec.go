@@ -74,7 +74,7 @@ type statusUpdate struct {
 func (u statusUpdate) apply(v *client.Leadership) {
 	switch {
 	case u.err != nil:
-		v.Lost(u.err)
+		v.Lost(u.err, u.at)
 	case u.poll:
 		v.Polled(u.st, u.at)
 	default:
