@@ -707,6 +707,10 @@ func (n *Node) Step(now protocols.Time, m protocols.Message) error {
 		return nil
 	}
 
+	if (m.Kind == protocols.MsgPreVoteResp || m.Kind == protocols.MsgVoteResp) && m.Reject {
+		n.adoptNewerConfig(m)
+	}
+
 	// Decide before any term change whether this is the transfer campaign
 	// our own leader ordered: stepping up to its term forgets the leader.
 	transfer := n.isTransferVote(m)
@@ -768,6 +772,26 @@ func (n *Node) Step(now protocols.Time, m protocols.Message) error {
 		}
 	}
 	return nil
+}
+
+// adoptNewerConfig adopts the configuration a voter that refused us holds
+// when it is newer than ours. Without it a node that missed the last
+// leader's configuration could never be elected while every node holding
+// the newer one is ineligible and does not campaign (docs/health.md): the
+// newer ones refuse it and nobody else would tell it. The configuration was
+// persisted by a voter, so some leader proposed it; holding it only makes
+// this node's next request pass more voters' up-to-date check. Bootstrap
+// lists (index 0) are left to the bootstrap check.
+func (n *Node) adoptNewerConfig(m protocols.Message) {
+	mc := m.Config()
+	if n.state == stateLeader || mc.Voters == "" || mc.Index == 0 || n.conf.Index == 0 || mc.Compare(n.conf) <= 0 {
+		return
+	}
+	if err := mc.Check(); err != nil {
+		return
+	}
+	n.log.Infow("adopting a newer configuration from a voter that refused us", "member", n.name(m.From), "config", mc.String(), "was", n.conf.String())
+	n.setConf(mc)
 }
 
 // leaseHolds reports whether this node must refuse other candidates because

@@ -87,6 +87,8 @@ func Majority(unsafe majority.Unsafe) sim.Factory {
 			HardState:         c.HardState,
 			Now:               c.Now,
 			Rand:              c.Rand,
+			Candidacy:         c.Candidacy,
+			PreemptDelay:      3 * c.ElectionTimeout,
 			Unsafe:            unsafe,
 		})
 	}

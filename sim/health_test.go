@@ -1,0 +1,70 @@
+package sim_test
+
+import (
+	"testing"
+
+	"github.com/conclave-agent/conclave/internal/racetest"
+	"github.com/conclave-agent/conclave/protocols/majority"
+	"github.com/conclave-agent/conclave/sim"
+)
+
+// healthSchedules is what CI runs at full count; the soak command runs many
+// more (go run ./sim/cmd/soak -health).
+const healthSchedules = 2000
+
+func healthOptions(t *testing.T, unsafe majority.Unsafe) sim.Options {
+	t.Helper()
+	o := majorityOptions(t, unsafe)
+	o.Faults = sim.HealthFaults()
+	o.Checks.Health = true
+	return o
+}
+
+// TestMajorityHealthSchedules runs majority under the health nemesis:
+// flapping eligibility, maintenance in the middle of elections, preferred
+// nodes, and preferred nodes crashing mid-transfer.
+func TestMajorityHealthSchedules(t *testing.T) {
+	o := healthOptions(t, majority.Unsafe{})
+	if replay(t, o) {
+		return
+	}
+	n := healthSchedules
+	if testing.Short() || racetest.Enabled {
+		n = 200
+	}
+	st, bad, err := sim.RunMany(o, sim.Batch{Base: 15, Schedules: n, MaxViolations: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range bad {
+		t.Errorf("majority violated %s under health faults; replay with: go test ./sim -run TestMajorityHealthSchedules -seed %d -v\n%v", r.Violation.Invariant, r.Seed, r.Violation)
+	}
+	t.Logf("\n%s", st)
+	if len(bad) == 0 && st.Schedules != n {
+		t.Fatalf("ran %d schedules, want %d", st.Schedules, n)
+	}
+	for _, k := range o.Faults {
+		if st.Faults[k] == 0 {
+			t.Errorf("no %s fault injected", k)
+		}
+	}
+}
+
+// TestCheckerCatchesIneligibleCampaign: with the planted bug "a failing
+// agent may campaign" the checker finds a node given leadership while
+// ineligible.
+func TestCheckerCatchesIneligibleCampaign(t *testing.T) {
+	o := healthOptions(t, majority.Unsafe{IneligibleCampaigns: true})
+	_, bad, err := sim.RunMany(o, sim.Batch{Base: 99, Schedules: 200, MaxViolations: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bad) == 0 {
+		t.Fatal("a failing agent may campaign: no violation in 200 schedules")
+	}
+	v := bad[0].Violation
+	if v.Invariant != sim.InvHealth {
+		t.Fatalf("caught %s, want %s:\n%v", v.Invariant, sim.InvHealth, v)
+	}
+	t.Logf("caught %s with seed %d: %s", v.Invariant, v.Seed, v.Detail)
+}
