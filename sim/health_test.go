@@ -68,3 +68,20 @@ func TestCheckerCatchesIneligibleCampaign(t *testing.T) {
 	}
 	t.Logf("caught %s with seed %d: %s", v.Invariant, v.Seed, v.Detail)
 }
+
+// TestHealthStaleConfigLiveness replays the schedule that found the one
+// eligible node unable to win: it had missed the last leader's
+// configuration, and every node holding the newer one was ineligible, so
+// nobody campaigned with it and the eligible node's requests failed the
+// up-to-date check forever (liveness violated 3 s after the heal). Fix: a
+// node adopts a newer configuration from a voter that refuses it.
+func TestHealthStaleConfigLiveness(t *testing.T) {
+	const seed = 7737770614285211121
+	res, err := sim.Run(healthOptions(t, majority.Unsafe{}), seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Violation != nil {
+		t.Fatalf("seed %d violates:\n%v", uint64(seed), res.Violation)
+	}
+}
