@@ -703,12 +703,12 @@ func (n *Node) Step(now protocols.Time, m protocols.Message) error {
 		return fmt.Errorf("majority: %w", protocols.BeyondCeiling("term", m, m.Term, n.term))
 	}
 
-	if n.noteBootstrapReply(now, m) {
-		return nil
-	}
-
 	if (m.Kind == protocols.MsgPreVoteResp || m.Kind == protocols.MsgVoteResp) && m.Reject {
 		n.adoptNewerConfig(m)
+	}
+
+	if n.noteBootstrapReply(now, m) {
+		return nil
 	}
 
 	// Decide before any term change whether this is the transfer campaign
@@ -781,10 +781,11 @@ func (n *Node) Step(now protocols.Time, m protocols.Message) error {
 // newer ones refuse it and nobody else would tell it. The configuration was
 // persisted by a voter, so some leader proposed it; holding it only makes
 // this node's next request pass more voters' up-to-date check. Bootstrap
-// lists (index 0) are left to the bootstrap check.
+// lists (index 0) are never adopted; a node holding one adopts a
+// replicated configuration as it would from a leader's heartbeat.
 func (n *Node) adoptNewerConfig(m protocols.Message) {
 	mc := m.Config()
-	if n.state == stateLeader || mc.Voters == "" || mc.Index == 0 || n.conf.Index == 0 || mc.Compare(n.conf) <= 0 {
+	if n.state == stateLeader || mc.Voters == "" || mc.Index == 0 || mc.Compare(n.conf) <= 0 {
 		return
 	}
 	if err := mc.Check(); err != nil {
