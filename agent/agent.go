@@ -122,6 +122,7 @@ type Agent struct {
 	killed   chan struct{}
 	killOnce sync.Once
 
+	health   *healthGlue // agent/health.go
 	hub      *localapi.Hub
 	srv      *localapi.Server
 	listener net.Listener
@@ -258,6 +259,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 			SnapshotPath: snapshotPath,
 			PeerID:       peerID,
 			PeerAddr:     peerAddr,
+			UserMeta:     userMeta(cfg),
 			Logger:       lg.Named("gossip"),
 		})
 		if err != nil {
@@ -331,6 +333,7 @@ func newProtocol(cfg config.Config, self protocols.Member, hs protocols.HardStat
 			ElectionTimeout: et, HeartbeatInterval: hb,
 			PreVote: cfg.Election.PreVote, CheckQuorum: cfg.Election.CheckQuorum,
 			MaxClockDrift: maxClockDrift, HardState: hs, Now: now, Rand: rng, Logger: plog,
+			Candidacy: initialCandidacy(cfg), PreemptDelay: cfg.Election.PreemptDelay.Std(),
 		})
 	case config.ProtocolBully:
 		p, err = bully.New(bully.Config{
@@ -365,6 +368,10 @@ func (a *Agent) now() protocols.Time { return protocols.Time(time.Since(a.start)
 // shutdown and an error when the agent had to stop (a failed fsync).
 func (a *Agent) Run(ctx context.Context) error {
 	defer a.closeAll()
+	if err := a.startHealth(); err != nil {
+		return err
+	}
+	defer a.stopHealth()
 	a.publish() // watchers connecting now get the state first
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- a.srv.Serve(a.listener) }()
@@ -448,6 +455,8 @@ func (a *Agent) loop(ctx context.Context, wake *time.Timer, serveErr <-chan erro
 			a.membershipEvent(ev)
 		case req := <-a.requests:
 			req()
+		case <-a.healthChanged():
+			a.applyHealth()
 		case err := <-serveErr:
 			return fmt.Errorf("agent: socket API stopped: %w", err)
 		}

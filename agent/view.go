@@ -74,6 +74,7 @@ func (a *Agent) status(now protocols.Time) api.Status {
 		out.Quorum.Reachable = 1 + others
 		out.Quorum.Healthy = out.Leader != ""
 	}
+	a.addHealth(&out, st)
 	return out
 }
 
@@ -157,5 +158,6 @@ func (a *Agent) publish() {
 			a.stats.electionsWon++
 		}
 	}
+	a.healthTransition(v)
 	a.hub.Publish(st)
 }
