@@ -275,7 +275,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 	a.initObservers()
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(metricsCollector{a}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(metricsCollector{a}, healthCollector{a}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.srv, err = localapi.New(localapi.Options{
 		Backend:        backend{a},
 		Hub:            a.hub,

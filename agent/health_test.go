@@ -9,9 +9,38 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/conclave-agent/conclave/api"
 	"github.com/conclave-agent/conclave/config"
 )
+
+// healthMetric scrapes a's health metrics and returns the value of the
+// series name whose one label has value label.
+func healthMetric(t *testing.T, a *Agent, name, label string) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(healthCollector{a})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if len(m.GetLabel()) > 0 && m.GetLabel()[0].GetValue() == label {
+				if c := m.GetCounter(); c != nil {
+					return c.GetValue()
+				}
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no %s{%s}", name, label)
+	return 0
+}
 
 // healthCluster is a test cluster whose agents each run a command check
 // that passes while <data_dir>/healthy exists, publish meta addr, and log
@@ -121,6 +150,12 @@ func TestHealthMovesLeadership(t *testing.T) {
 	t.Logf("check failed on %s: %s leads after %v", first.Node, second.Node, took)
 	if st, _ := tc.status(li); st.Role == api.RoleLeader || st.Health == nil || st.Health.Status != api.HealthFailing {
 		t.Fatalf("%s with a failing check: %+v", first.Node, st)
+	}
+	if got := healthMetric(t, tc.agents[li], "conclave_transfers_total", "health"); got != 1 {
+		t.Errorf("%s: conclave_transfers_total{reason=health} = %v, want 1", first.Node, got)
+	}
+	if got := healthMetric(t, tc.agents[li], "conclave_check_passing", "svc"); got != 0 {
+		t.Errorf("%s: conclave_check_passing{check=svc} = %v, want 0", first.Node, got)
 	}
 
 	si := nodeIndex(second.Node)
