@@ -42,6 +42,10 @@ type healthGlue struct {
 	// lastHook is the transition the hooks last fired for, with its
 	// leader and epoch, so a repeated view does not fire twice.
 	lastHook health.Transition
+	// metaRaw and meta cache the last leader meta decoded from gossip:
+	// status is computed after every input.
+	metaRaw string
+	meta    api.Meta
 }
 
 // healthSpecs turns the configuration's checks and hooks into the health
@@ -178,11 +182,20 @@ func (a *Agent) leaderMeta(leader string) api.Meta {
 	case leader == a.self.Name:
 		return api.NewMeta(a.cfg.Node.Meta)
 	}
+	mb, ok := a.members[leader]
+	if !ok || mb.UserMeta == "" {
+		return api.Meta{}
+	}
+	g := a.health
+	if g != nil && g.metaRaw == mb.UserMeta {
+		return g.meta
+	}
 	var m api.Meta
-	if mb, ok := a.members[leader]; ok && mb.UserMeta != "" {
-		if err := m.UnmarshalJSON([]byte(mb.UserMeta)); err != nil {
-			return api.Meta{}
-		}
+	if err := m.UnmarshalJSON([]byte(mb.UserMeta)); err != nil {
+		return api.Meta{}
+	}
+	if g != nil {
+		g.metaRaw, g.meta = mb.UserMeta, m
 	}
 	return m
 }
