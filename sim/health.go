@@ -38,6 +38,8 @@ type healthRun struct {
 	// fire is one more than the node an armed fault picked, to be made
 	// ineligible once its Ready is handled; 0 when none.
 	fire int
+	// told is the candidacy each node's protocol instance last got.
+	told []protocols.Candidacy
 	// leading records, per node, whether its last SoftState said leader,
 	// and in which epoch.
 	leading []uint64
@@ -81,7 +83,10 @@ func healthAction(rng *rand.Rand, et time.Duration) (int, time.Duration) {
 func (r *run) healthInit() {
 	if r.hl.ineligible == nil {
 		n := len(r.nodes)
-		r.hl = healthRun{ineligible: make([]bool, n), gen: make([]uint32, n), leading: make([]uint64, n)}
+		r.hl = healthRun{ineligible: make([]bool, n), gen: make([]uint32, n), leading: make([]uint64, n), told: make([]protocols.Candidacy, n)}
+		for i := range n {
+			r.hl.told[i] = r.candidacy(i) // what every instance got so far
+		}
 	}
 }
 
@@ -97,6 +102,33 @@ func (r *run) candidacy(i int) protocols.Candidacy {
 	return c
 }
 
+// startCandidacy is node i's candidacy for a new protocol instance.
+func (r *run) startCandidacy(i int) protocols.Candidacy {
+	c := r.candidacy(i)
+	if r.hl.told != nil {
+		r.hl.told[i] = c
+	}
+	return c
+}
+
+// syncCandidacy tells n's protocol its candidacy if it changed since the
+// protocol last heard: a paused process learns of a change when it runs
+// again (at its next tick), as the agent's loop would.
+func (r *run) syncCandidacy(n *node) {
+	if r.hl.told == nil || n.p == nil || n.crashed || n.paused {
+		return
+	}
+	c := r.candidacy(n.idx)
+	if r.hl.told[n.idx] == c {
+		return
+	}
+	r.hl.told[n.idx] = c
+	if cs, ok := n.p.(protocols.CandidacySetter); ok {
+		cs.SetCandidacy(r.local(n), c)
+		r.drain(n)
+	}
+}
+
 // setEligible changes node i's eligibility and tells its protocol.
 func (r *run) setEligible(i int, ok bool, kind recKind) {
 	r.healthInit()
@@ -105,16 +137,9 @@ func (r *run) setEligible(i int, ok bool, kind recKind) {
 	}
 	r.hl.ineligible[i] = !ok
 	r.rec(traceRec{kind: kind, node: int32(i), a: uint64(FaultHealth), b: uint64(i)})
-	n := r.nodes[i]
-	cs, isSetter := n.p.(protocols.CandidacySetter)
-	if n.crashed || !isSetter {
-		return // a restart reads it from NodeConfig
-	}
-	// A paused process still learns of its health: the check runner and
-	// the maint file are outside the election loop; the agent feeds the
-	// change when it resumes, which this models closely enough.
-	cs.SetCandidacy(r.local(n), r.candidacy(i))
-	r.drain(n)
+	// A crashed node reads it from NodeConfig on restart; a paused one at
+	// its next tick.
+	r.syncCandidacy(r.nodes[i])
 }
 
 func (r *run) healthFault(a Action, i int) {

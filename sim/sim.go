@@ -292,7 +292,7 @@ func (r *run) start(n *node) error {
 		HardState:         n.hs,
 		Now:               r.local(n),
 		Rand:              rand.New(rand.NewPCG(r.rng.Uint64(), r.rng.Uint64())),
-		Candidacy:         r.candidacy(n.idx),
+		Candidacy:         r.startCandidacy(n.idx),
 		ElectionTimeout:   r.o.ElectionTimeout,
 		HeartbeatInterval: r.o.HeartbeatInterval,
 		MaxClockDrift:     r.o.MaxClockDrift,
@@ -502,6 +502,9 @@ func (r *run) step(n *node, m protocols.Message) {
 func (r *run) tick(n *node) {
 	r.detect(n)
 	if n.p == nil || r.done {
+		return
+	}
+	if r.syncCandidacy(n); n.p == nil || r.done {
 		return
 	}
 	now := r.local(n)
