@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
+	"github.com/conclave-agent/conclave/api"
 	"github.com/conclave-agent/conclave/config"
 	"github.com/conclave-agent/conclave/core"
 	"github.com/conclave-agent/conclave/internal/netaddr"
@@ -107,6 +108,7 @@ type Agent struct {
 	killed   chan struct{}
 	killOnce sync.Once
 
+	health   *healthGlue // agent/health.go
 	hub      *localapi.Hub
 	srv      *localapi.Server
 	listener net.Listener
@@ -225,6 +227,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 			SnapshotPath: snapshotPath,
 			PeerID:       peerID,
 			PeerAddr:     peerAddr,
+			UserMeta:     userMeta(cfg),
 			Logger:       lg.Named("gossip"),
 		})
 		if err != nil {
@@ -240,7 +243,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 	}
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(metricsCollector{a}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(metricsCollector{a}, healthCollector{a}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.srv, err = localapi.New(localapi.Options{
 		Backend:        backend{a},
 		Hub:            a.hub,
@@ -297,6 +300,8 @@ func (a *Agent) coreConfig(hs protocols.HardState, peerAddr string) core.Config 
 			Now:               a.now(),
 			Rand:              core.NewRand(seed, uint64(os.Getpid())),
 			Logger:            zapLogger{a.log.Named("election").Sugar()},
+			Candidacy:         initialCandidacy(cfg),
+			PreemptDelay:      cfg.Election.PreemptDelay.Std(),
 		},
 		Detector: phi.Config{
 			Threshold:              d.Threshold,
@@ -307,6 +312,7 @@ func (a *Agent) coreConfig(hs protocols.HardState, peerAddr string) core.Config 
 		},
 		Gossip:        a.gossip != nil,
 		Reachable:     a.tr.Reachable,
+		Meta:          api.NewMeta(cfg.Node.Meta),
 		GossipAddr:    a.gossipAddr,
 		TransportAddr: peerAddr,
 		Logger:        a.log.Sugar(),
@@ -327,6 +333,10 @@ func (a *Agent) now() protocols.Time { return protocols.Time(time.Since(a.start)
 // shutdown and an error when the agent had to stop (a failed fsync).
 func (a *Agent) Run(ctx context.Context) error {
 	defer a.closeAll()
+	if err := a.startHealth(); err != nil {
+		return err
+	}
+	defer a.stopHealth()
 	// Watchers connecting now get the state first.
 	if err := a.handleReady(); err != nil {
 		return err
@@ -420,6 +430,8 @@ func (a *Agent) loop(ctx context.Context, wake *time.Timer, serveErr <-chan erro
 			}
 		case req := <-a.requests:
 			req()
+		case <-a.healthChanged():
+			a.applyHealth()
 		case err := <-serveErr:
 			return fmt.Errorf("agent: socket API stopped: %w", err)
 		}
@@ -530,6 +542,7 @@ func (a *Agent) handleReady() error {
 		}
 		if rd.Status != nil {
 			a.hub.Publish(*rd.Status)
+			a.fireHooks(*rd.Status)
 		}
 		for _, c := range rd.Confirmations {
 			a.settleConfirm(c)

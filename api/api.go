@@ -136,6 +136,12 @@ type Status struct {
 	// when the leader said it, never more. 0 on voters and candidates,
 	// which hear the leader directly, and while no leader is known.
 	LeaderAgeMS int64 `json:"leader_age_ms"`
+	// LeaderMeta is the leader's node.meta (its service address, say), when
+	// a leader is known and publishes one.
+	LeaderMeta Meta `json:"leader_meta,omitzero"`
+	// Health is this agent's fitness to lead (checks, maintenance); absent
+	// from agents before it.
+	Health *HealthReport `json:"health,omitempty"`
 }
 
 // Lease returns how long this node's leader lease has left at the time of
@@ -153,7 +159,7 @@ func (s Status) IsLeader() bool { return s.Role == RoleLeader }
 
 // LeaderInfo returns the Leader view of s.
 func (s Status) LeaderInfo() Leader {
-	return Leader{Leader: s.Leader, Epoch: s.Epoch, IsSelf: s.Role == RoleLeader}
+	return Leader{Leader: s.Leader, Epoch: s.Epoch, IsSelf: s.Role == RoleLeader, LeaderMeta: s.LeaderMeta}
 }
 
 // Quorum describes the configured voters. In bully and ring, which have no
@@ -179,6 +185,8 @@ type Leader struct {
 	Epoch uint64 `json:"epoch"`
 	// IsSelf is true when the answering agent is the leader.
 	IsSelf bool `json:"is_self"`
+	// LeaderMeta is the leader's node.meta, as in Status.
+	LeaderMeta Meta `json:"leader_meta,omitzero"`
 }
 
 // Member is one node as this agent sees it.

@@ -16,6 +16,10 @@ type Config struct {
 	Election  Election  `toml:"election"`
 	API       API       `toml:"api"`
 	Log       Log       `toml:"log"`
+	// Checks are the health checks that gate leadership ([[check]],
+	// docs/health.md); Hooks the commands run on transitions ([[hook]]).
+	Checks []Check `toml:"check"`
+	Hooks  []Hook  `toml:"hook"`
 }
 
 // Node identifies this agent.
@@ -30,6 +34,13 @@ type Node struct {
 	// DataDir holds the durable term, vote and epoch. Relative to the
 	// working directory when relative. No default.
 	DataDir string `toml:"data_dir"`
+	// Priority prefers this node as leader (0–255, default 0): see
+	// election.preempt_delay and docs/health.md.
+	Priority int `toml:"priority"`
+	// Meta is a small map published with this node, given to clients as
+	// leader_meta while it leads (its service address, say). At most
+	// MaxMetaBytes of keys and values together.
+	Meta map[string]string `toml:"meta"`
 }
 
 // Gossip configures membership (hashicorp/memberlist).
@@ -140,6 +151,10 @@ type Election struct {
 	Preempt bool `toml:"preempt"`
 	// RingAlgorithm is "lcr" or "hs" (ring only).
 	RingAlgorithm string `toml:"ring_algorithm"`
+	// PreemptDelay is how long a healthy, reachable voter of higher
+	// priority must have been up and stable before the leader hands
+	// leadership to it (majority). Default 5s.
+	PreemptDelay Duration `toml:"preempt_delay"`
 }
 
 // API configures the local Unix-socket API.
@@ -195,6 +210,7 @@ func Default() Config {
 			CheckQuorum:     true,
 			Preempt:         true,
 			RingAlgorithm:   RingLCR,
+			PreemptDelay:    Duration(5 * time.Second),
 		},
 		API: API{
 			SocketMode:     0o660,

@@ -51,6 +51,8 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 		return strconv.ParseUint(s, 10, 64)
 	}, func(c *Config) *uint64 { return &c.Node.ID })
 	str("node.data_dir", "directory for durable state (relative to the working directory)", func(c *Config) *string { return &c.Node.DataDir })
+	integer("node.priority", "leadership priority, 0 … 255 (higher is preferred)", func(c *Config) *int { return &c.Node.Priority })
+	register(fs, f, "node.meta", "comma-separated key=value pairs published as leader_meta", parseMeta, func(c *Config) *map[string]string { return &c.Node.Meta })
 
 	str("gossip.bind", "gossip host:port (TCP and UDP)", func(c *Config) *string { return &c.Gossip.Bind })
 	str("gossip.advertise", "gossip host:port other members use, if not bind", func(c *Config) *string { return &c.Gossip.Advertise })
@@ -77,6 +79,7 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	boolean("election.check_quorum", "majority: leader steps down without a quorum", func(c *Config) *bool { return &c.Election.CheckQuorum })
 	boolean("election.preempt", "bully: a recovered higher id takes over", func(c *Config) *bool { return &c.Election.Preempt })
 	str("election.ring_algorithm", "ring: lcr or hs", func(c *Config) *string { return &c.Election.RingAlgorithm })
+	dur("election.preempt_delay", "majority: how long a preferred voter must be stable before it takes over", func(c *Config) *Duration { return &c.Election.PreemptDelay })
 
 	str("api.socket", "Unix socket path (default data_dir/agent.sock)", func(c *Config) *string { return &c.API.Socket })
 	register(fs, f, "api.socket_mode", "socket permission bits, octal", func(s string) (FileMode, error) {

@@ -40,7 +40,11 @@ var keyKinds = func() map[string]keyKind {
 	out := map[string]keyKind{}
 	ct := reflect.TypeFor[Config]()
 	for sect := range ct.Fields() {
-		for f := range sect.Type.Fields() {
+		st := sect.Type
+		if st.Kind() == reflect.Slice { // [[check]], [[hook]]
+			st = st.Elem()
+		}
+		for f := range st.Fields() {
 			key := sect.Tag.Get("toml") + "." + f.Tag.Get("toml")
 			knownKeys = append(knownKeys, key)
 			switch f.Type.Kind() {

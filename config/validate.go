@@ -102,6 +102,7 @@ func (c *Config) Validate() error {
 	c.validateElection(&ch)
 	c.validateAPI(&ch)
 	c.validateLog(&ch)
+	c.validateHealth(&ch)
 	if len(ch.problems) == 0 {
 		return nil
 	}

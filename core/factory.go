@@ -35,6 +35,12 @@ type ProtocolSpec struct {
 	HeartbeatInterval time.Duration
 	// PreVote and CheckQuorum are majority's; Preempt is bully's.
 	PreVote, CheckQuorum, Preempt bool
+	// Candidacy is the node's candidacy at start (majority; see
+	// protocols.CandidacySetter), PreemptDelay how long a reachable,
+	// eligible voter of higher priority must be stable before a majority
+	// leader hands over to it.
+	Candidacy    protocols.Candidacy
+	PreemptDelay time.Duration
 	// MaxClockDrift is the clock-rate drift majority's lease tolerates.
 	MaxClockDrift float64
 	HardState     protocols.HardState
@@ -64,6 +70,7 @@ func NewProtocol(s ProtocolSpec) (protocols.Protocol, error) {
 			ID: s.Self.ID, Members: members, Voters: s.Voters,
 			ElectionTimeout: s.ElectionTimeout, HeartbeatInterval: s.HeartbeatInterval,
 			PreVote: s.PreVote, CheckQuorum: s.CheckQuorum, MaxClockDrift: s.MaxClockDrift,
+			Candidacy: s.Candidacy, PreemptDelay: s.PreemptDelay,
 			HardState: s.HardState, Now: s.Now, Rand: s.Rand, Logger: s.Logger, Unsafe: s.MajorityUnsafe,
 		})
 	case ProtocolBully:

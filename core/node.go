@@ -46,6 +46,9 @@ type Config struct {
 	// health counts voters the transport reaches, not the ones gossip
 	// lists. Nil: every live member counts as reachable.
 	Reachable func(protocols.ID) bool
+	// Meta is this agent's node.meta, reported as leader_meta while it
+	// leads.
+	Meta api.Meta
 	// GossipAddr and TransportAddr are this agent's published addresses,
 	// reported in its status.
 	GossipAddr, TransportAddr string
@@ -159,6 +162,14 @@ type Node struct {
 	confirms []confirmWait
 	stats    Stats
 
+	// Health (core/health.go): the candidacy last given to the protocol,
+	// the shell's report, and the last leader meta decoded from gossip.
+	candidacy    protocols.Candidacy
+	health       *api.HealthReport
+	metaRaw      string
+	meta         api.Meta
+	forcePublish bool
+
 	// Pending output, handed out by Ready.
 	peers    []PeerChange
 	announce []observe.Announcement
@@ -184,6 +195,7 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The protocol starts with spec.Candidacy; SetHealth changes it.
 	n := &Node{
 		cfg:       cfg,
 		log:       cfg.Logger,
@@ -195,6 +207,7 @@ func New(cfg Config) (*Node, error) {
 		suspected: make(map[protocols.ID]bool),
 		suspectAt: make(map[protocols.ID]protocols.Time),
 		refused:   make(map[string]membership.Member),
+		candidacy: spec.Candidacy,
 	}
 	n.stats.Sent = make(map[protocols.MessageKind]uint64)
 	n.stats.Received = make(map[protocols.MessageKind]uint64)

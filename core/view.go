@@ -89,6 +89,8 @@ func (n *Node) status(now protocols.Time, st protocols.Status, origin protocols.
 		TransportAddr: n.cfg.TransportAddr,
 	}
 	out.Leader = n.leaderName(st)
+	out.LeaderMeta = n.leaderMeta(out.Leader)
+	out.Health = n.healthReport(st)
 	if st.Role == protocols.Leader && st.LeaseUntil > now {
 		out.LeaseMS = st.LeaseUntil.Sub(now).Milliseconds()
 		out.LeaseNS = int64(st.LeaseUntil.Sub(now))
@@ -189,9 +191,10 @@ func (n *Node) settle(now protocols.Time) {
 	n.checkConfirms(now)
 	ps, _, learned := n.electionStatus(now)
 	v := viewKey{role: ps.Role, leader: n.leaderName(ps), epoch: ps.Epoch}
-	if v == n.lastView {
+	if v == n.lastView && !n.forcePublish {
 		return
 	}
+	n.forcePublish = false
 	n.seq++
 	prev := n.lastView
 	n.lastView = v

@@ -135,6 +135,7 @@ func New(opts Options) (*Server, error) {
 		api.PathResign:  {method: http.MethodPost, serve: s.serveResign},
 		api.PathHealth:  {method: http.MethodGet, serve: s.serveHealth},
 	}
+	s.addMaint(opts.Backend)
 	if opts.Metrics != nil {
 		m := opts.Metrics
 		s.handlers[api.PathMetrics] = handler{method: http.MethodGet, serve: func(w http.ResponseWriter, r *http.Request) error {

@@ -63,6 +63,9 @@ type Config struct {
 	// PeerID and PeerAddr are this node's libp2p peer id and multiaddr.
 	PeerID   string
 	PeerAddr string
+	// UserMeta is published with this node for peers to read in
+	// Member.UserMeta (the agent's node.meta); opaque to membership.
+	UserMeta string
 	// Logger receives memberlist's log lines at their levels under the
 	// name "memberlist"; nil discards them.
 	Logger *zap.Logger

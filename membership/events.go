@@ -50,6 +50,9 @@ type Member struct {
 	Version uint16
 	// State is the node's state as last learned by this node.
 	State State
+	// UserMeta is what the node publishes as node.meta ("" for none or an
+	// older agent).
+	UserMeta string
 }
 
 // ProtocolMember returns the part of m an election protocol needs.

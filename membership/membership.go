@@ -101,6 +101,7 @@ func Start(cfg Config) (*Membership, error) {
 		Version:  ProtocolVersion,
 		PeerID:   cfg.PeerID,
 		PeerAddr: cfg.PeerAddr,
+		User:     cfg.UserMeta,
 	}
 	meta, err := encodeMeta(nm)
 	if err != nil {
@@ -457,6 +458,7 @@ func (m *Membership) record(kind EventKind, n *memberlist.Node, state State) {
 		PeerAddr: meta.PeerAddr,
 		Version:  meta.Version,
 		State:    state,
+		UserMeta: meta.User,
 	}
 	m.mu.Lock()
 	for _, other := range m.members {

@@ -36,6 +36,8 @@ var errBadMeta = errors.New("bad node metadata")
 //	uvarint protocol version
 //	uvarint len, bytes  libp2p peer id
 //	uvarint len, bytes  libp2p multiaddr
+//	uvarint len, bytes  the node's published map (node.meta, a JSON
+//	                    object; opaque here), only when not empty
 //
 // ONLY APPEND fields: a decoder reads the fields it knows and ignores the
 // rest, so newer agents can add fields that older ones skip.
@@ -57,6 +59,8 @@ type nodeMeta struct {
 	Version  uint16
 	PeerID   string
 	PeerAddr string
+	// User is node.meta, encoded by the agent; "" for none.
+	User string
 }
 
 func encodeMeta(m nodeMeta) ([]byte, error) {
@@ -75,6 +79,10 @@ func encodeMeta(m nodeMeta) ([]byte, error) {
 	b = append(b, m.PeerID...)
 	b = binary.AppendUvarint(b, uint64(len(m.PeerAddr)))
 	b = append(b, m.PeerAddr...)
+	if m.User != "" {
+		b = binary.AppendUvarint(b, uint64(len(m.User)))
+		b = append(b, m.User...)
+	}
 	if len(b) > MaxMetaSize {
 		return nil, fmt.Errorf("%w: %d bytes, memberlist allows %d (peer id %d bytes, peer address %d bytes)",
 			ErrMetaTooLarge, len(b), MaxMetaSize, len(m.PeerID), len(m.PeerAddr))
@@ -106,6 +114,16 @@ func decodeMeta(b []byte) (nodeMeta, error) {
 	m.Version = uint16(v)
 	m.PeerID = r.str("peer id")
 	m.PeerAddr = r.str("peer address")
+	if r.err == nil && len(r.b) > 0 {
+		// Absent from older agents. It is optional and never steers an
+		// election, so a field that does not parse as one is skipped like
+		// any unknown trailing field rather than making the member
+		// unusable.
+		u := metaReader{b: r.b}
+		if s := u.str("user meta"); u.err == nil {
+			m.User = s
+		}
+	}
 	if r.err != nil {
 		return nodeMeta{}, fmt.Errorf("%w: %w", errBadMeta, r.err)
 	}

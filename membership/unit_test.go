@@ -18,6 +18,7 @@ func TestMetaRoundTrip(t *testing.T) {
 	for _, m := range []nodeMeta{
 		{ID: 1, Version: 1},
 		{ID: 1<<64 - 1, Voter: true, Leaving: true, Version: 0xffff, PeerID: "12D3KooWabc", PeerAddr: "/ip4/10.0.0.1/tcp/7947"},
+		{ID: 2, Version: 1, PeerID: "p", PeerAddr: "a", User: `{"addr":"10.0.0.5:5432"}`},
 	} {
 		b, err := encodeMeta(m)
 		if err != nil {
@@ -251,5 +252,25 @@ func TestGossipUncompressed(t *testing.T) {
 		if mc.EnableCompression {
 			t.Errorf("%s: memberlist compression is on", profile)
 		}
+	}
+}
+
+// TestUserMetaIsOptional: metadata without the user field (an older agent)
+// decodes with none, and so does a user field that does not parse (the
+// member stays usable).
+func TestUserMetaIsOptional(t *testing.T) {
+	old, err := encodeMeta(nodeMeta{ID: 3, Version: 1, PeerID: "p", PeerAddr: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := decodeMeta(old); err != nil || m.User != "" {
+		t.Fatalf("older metadata: %+v, %v", m, err)
+	}
+	full, err := encodeMeta(nodeMeta{ID: 3, Version: 1, PeerID: "p", PeerAddr: "a", User: `{"a":"b"}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := decodeMeta(full[:len(full)-2]); err != nil || m.User != "" || m.ID != 3 {
+		t.Fatalf("truncated user meta: %+v, %v; want the member without it", m, err)
 	}
 }

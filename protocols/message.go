@@ -131,6 +131,16 @@ type Message struct {
 	// Commit is the index of the newest configuration the leader knows to
 	// be committed (majority heartbeats).
 	Commit uint64
+	// Ineligible and Priority are the sender's Candidacy (majority): how a
+	// leader learns which voters may take over. Zero — eligible, priority
+	// 0 — is what a peer of an older version sends.
+	Ineligible bool
+	Priority   uint8
+}
+
+// Candidacy returns the sender's candidacy m carries.
+func (m Message) Candidacy() Candidacy {
+	return Candidacy{Ineligible: m.Ineligible, Priority: m.Priority}
 }
 
 // Config returns the configuration m carries.
@@ -170,6 +180,12 @@ func (m Message) String() string {
 	}
 	if m.Commit != 0 {
 		s += fmt.Sprintf(" commit=%d", m.Commit)
+	}
+	if m.Ineligible {
+		s += " ineligible"
+	}
+	if m.Priority != 0 {
+		s += fmt.Sprintf(" prio=%d", m.Priority)
 	}
 	return s
 }

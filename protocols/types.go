@@ -105,6 +105,10 @@ type Status struct {
 	// Config differs from Committed while a change is pending.
 	Config    Configuration
 	Committed Configuration
+	// NoEligibleTarget is true on a leader that is itself ineligible
+	// (Candidacy) but keeps leading because no eligible voter is reachable
+	// to take over (docs/health.md).
+	NoEligibleTarget bool
 }
 
 // Ready is the batch of work a protocol hands its driver. See the package
@@ -183,6 +187,37 @@ type VoterChanger interface {
 	// Problems returns the configuration conflicts this node has met, one
 	// line each, oldest first (bounded).
 	Problems() []string
+}
+
+// Candidacy is whether a node may take leadership, and how much it is
+// preferred. The zero value — eligible, priority 0 — is what a node without
+// health checks has and what a peer of an older version is assumed to have.
+type Candidacy struct {
+	// Ineligible is set while a health check fails or the node is in
+	// maintenance: it does not put itself forward, but still votes and
+	// follows.
+	Ineligible bool
+	// Priority orders eligible nodes: a leader hands over to a reachable,
+	// eligible voter of higher priority that has been stable for a while
+	// (majority), and bully and ring compare (priority, id) instead of id.
+	Priority uint8
+}
+
+// Eligible reports whether the node may take leadership.
+func (c Candidacy) Eligible() bool { return !c.Ineligible }
+
+// CandidacySetter is implemented by protocols that gate leadership on the
+// node's health. The driver calls SetCandidacy whenever the node's health
+// or priority changes; it is an input like any other (see Deadliner).
+type CandidacySetter interface {
+	SetCandidacy(now Time, c Candidacy)
+}
+
+// TransferCounts counts the leadership hand-overs a node started, by
+// reason: an operator's Resign, its own failing health, a voter of higher
+// priority.
+type TransferCounts struct {
+	Resign, Health, Priority uint64
 }
 
 // Protocol is the interface every election implements. All methods are

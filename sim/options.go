@@ -24,6 +24,10 @@ type NodeConfig struct {
 	Now protocols.Time
 	// Rand is the instance's own generator, seeded from the run's generator.
 	Rand *rand.Rand
+	// Candidacy is the node's eligibility and priority at creation (health
+	// schedules; zero otherwise). Later changes arrive through
+	// protocols.CandidacySetter.
+	Candidacy protocols.Candidacy
 	// ElectionTimeout, HeartbeatInterval and MaxClockDrift are the run's
 	// Options, so protocol and nemesis agree on the time scale and the drift
 	// bound.
@@ -67,6 +71,10 @@ type Checks struct {
 	// and every new leader holds a configuration at least as new as every
 	// committed one.
 	Configurations bool
+	// Health: no node is given leadership (announces Role==Leader in a
+	// SoftState) while it is ineligible, and the leader that liveness
+	// waits for must be eligible (sim/health.go).
+	Health bool
 	// LivenessBound: once every fault is healed, within this much virtual
 	// time some node must lead and every node's Status must name it and its
 	// epoch. Zero disables the liveness check.

@@ -55,6 +55,13 @@ const (
 	// quorum would be lost) are traced. Only drawn when Options.Faults
 	// names it (VoterFaults).
 	FaultVoterChange
+	// FaultHealth makes a node ineligible for leadership (a failing check,
+	// maintenance) for Duration; short durations make it flap. Target
+	// TargetNextPersist arms it for the next node to persist a HardState
+	// (a candidate raising its term, a voter granting): maintenance in the
+	// middle of an election. Only drawn when Options.Faults names it
+	// (HealthFaults); see sim/health.go.
+	FaultHealth
 
 	// NumFaultKinds is the number of fault kinds.
 	NumFaultKinds
@@ -74,6 +81,7 @@ var faultNames = [...]string{
 	FaultLongDelay:     "long-delay",
 	FaultPoison:        "poison",
 	FaultVoterChange:   "voter-change",
+	FaultHealth:        "health",
 }
 
 // String returns the fault kind's short name.
@@ -114,6 +122,10 @@ const (
 	// grant a vote (send MsgVoteResp without Reject): it crashes right after
 	// that Ready is handled.
 	TargetNextVoteGrant = -5
+	// TargetTransferTarget (crash only) arms the fault for the target of
+	// the next leadership transfer: it crashes right after the leader
+	// sends it TimeoutNow (a preferred node crashing mid-transfer).
+	TargetTransferTarget = -6
 )
 
 // Action is one fault of a Schedule.
@@ -149,6 +161,9 @@ type Schedule struct {
 	MinDelay, MaxDelay time.Duration
 	// ClockRates are each node's clock rate, within 1±MaxClockDrift.
 	ClockRates []float64
+	// Priorities are each node's leadership priority (health schedules;
+	// nil means all 0).
+	Priorities []uint8
 }
 
 // RandomSchedule draws a schedule from rng for the given options (zero
@@ -184,6 +199,7 @@ func RandomSchedule(rng *rand.Rand, o Options) Schedule {
 	if len(o.Faults) == 0 {
 		return s
 	}
+	health := drawPriorities(rng, o, &s)
 	t := randDur(rng, 3*et)
 	for t < s.FaultPhase {
 		k := o.Faults[rng.IntN(len(o.Faults))]
@@ -195,6 +211,11 @@ func RandomSchedule(rng *rand.Rand, o Options) Schedule {
 			a.Target = TargetLeader
 			a.Duration = 2*et + randDur(rng, 20*et)
 		case FaultCrash:
+			if health && rng.IntN(4) == 0 {
+				a.Target = TargetTransferTarget
+				a.Duration = randDur(rng, 10*et)
+				break
+			}
 			switch rng.IntN(5) {
 			case 0:
 				a.Target = TargetLeader
@@ -218,6 +239,8 @@ func RandomSchedule(rng *rand.Rand, o Options) Schedule {
 			a.Duration = et + randDur(rng, 10*et)
 		case FaultResign, FaultVoterChange:
 			a.Target = TargetLeader
+		case FaultHealth:
+			a.Target, a.Duration = healthAction(rng, et)
 		}
 		s.Actions = append(s.Actions, a)
 		t += randDur(rng, 5*et)

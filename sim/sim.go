@@ -152,6 +152,7 @@ type run struct {
 	fenceNode int
 
 	cfg configCheck
+	hl  healthRun
 
 	stats Stats
 	trace traceRing
@@ -291,6 +292,7 @@ func (r *run) start(n *node) error {
 		HardState:         n.hs,
 		Now:               r.local(n),
 		Rand:              rand.New(rand.NewPCG(r.rng.Uint64(), r.rng.Uint64())),
+		Candidacy:         r.startCandidacy(n.idx),
 		ElectionTimeout:   r.o.ElectionTimeout,
 		HeartbeatInterval: r.o.HeartbeatInterval,
 		MaxClockDrift:     r.o.MaxClockDrift,
@@ -402,9 +404,13 @@ func (r *run) drain(n *node) {
 				r.crashNext = n.idx
 			}
 			r.rec(traceRec{kind: recPersist, node: int32(n.idx), a: n.hs.Term, b: uint64(n.hs.Vote), c: n.hs.Epoch})
+			r.healthPersisted(n)
 		}
 		for _, m := range rd.Messages {
 			r.send(n, m)
+			if m.Kind == protocols.MsgTimeoutNow {
+				r.transferSent(m)
+			}
 			if m.Kind == protocols.MsgVoteResp && !m.Reject {
 				r.voted(n, m)
 				if r.armed >= 0 && r.crashNext < 0 && r.sched.Actions[r.armed].Target == TargetNextVoteGrant {
@@ -415,9 +421,11 @@ func (r *run) drain(n *node) {
 		if rd.SoftState != nil {
 			ss := *rd.SoftState
 			r.rec(traceRec{kind: recSoft, node: int32(n.idx), a: uint64(ss.Role), b: uint64(ss.Leader), c: ss.Epoch})
+			r.healthSoft(n, ss)
 		}
 		n.p.Advance(rd)
 	}
+	r.healthFire()
 }
 
 // voted records a granted vote and checks it is the node's only one in
@@ -494,6 +502,9 @@ func (r *run) step(n *node, m protocols.Message) {
 func (r *run) tick(n *node) {
 	r.detect(n)
 	if n.p == nil || r.done {
+		return
+	}
+	if r.syncCandidacy(n); n.p == nil || r.done {
 		return
 	}
 	now := r.local(n)
@@ -679,7 +690,7 @@ func (r *run) fault(i int) {
 		k := 1 + r.rng.IntN(n-1)
 		r.partition(perm[:k], perm[k:], false)
 	case FaultCrash:
-		if a.Target == TargetNextPersist || a.Target == TargetNextVoteGrant {
+		if a.Target == TargetNextPersist || a.Target == TargetNextVoteGrant || a.Target == TargetTransferTarget {
 			r.armed = i
 			return
 		}
@@ -720,6 +731,9 @@ func (r *run) fault(i int) {
 		return
 	case FaultVoterChange:
 		r.voterChange()
+		return
+	case FaultHealth:
+		r.healthFault(a, i)
 		return
 	default:
 		return
@@ -807,6 +821,9 @@ func (r *run) undo(i, tgt int, gen uint32) {
 			return
 		}
 		r.maxDelay = max(r.sched.MaxDelay, r.minDelay)
+	case FaultHealth:
+		r.healthUndo(tgt, gen)
+		return
 	default:
 		return
 	}
@@ -819,6 +836,7 @@ func (r *run) heal() {
 	r.connectAll()
 	r.dropProb, r.dupProb, r.longProb = 0, 0, 0
 	r.maxDelay = max(r.sched.MaxDelay, r.minDelay)
+	r.healthHeal()
 	for _, n := range r.nodes {
 		switch {
 		case n.crashed:
@@ -887,7 +905,7 @@ func (r *run) check() {
 			}
 		}
 	}
-	if r.healed && !r.live && c.LivenessBound > 0 && leaders == 1 {
+	if r.healed && !r.live && c.LivenessBound > 0 && leaders == 1 && (!c.Health || !r.candidacy(first).Ineligible) {
 		l := r.nodes[first].st
 		for _, n := range r.nodes {
 			if n.crashed || n.paused || n.st.Leader != r.nodes[first].member.ID || n.st.Epoch != l.Epoch {

@@ -106,6 +106,9 @@ type wireMessage struct {
 	ConfigIndex uint64 `msgpack:"ci,omitempty"`
 	Voters      string `msgpack:"v,omitempty"`
 	Commit      uint64 `msgpack:"cm,omitempty"`
+	// The sender's candidacy (docs/health.md): priority in the low 8 bits,
+	// bit 8 set when ineligible. Older peers skip the unknown key.
+	Candidacy uint64 `msgpack:"cd,omitempty"`
 }
 
 // wireKeys lists the keys of wireMessage; "r" is the one boolean. The
@@ -114,7 +117,7 @@ type wireMessage struct {
 var wireKeys = map[string]int{
 	"k": 0, "f": 1, "t": 2, "tm": 3, "e": 4, "r": 5,
 	"l": 6, "c": 7, "p": 8, "h": 9, "d": 10, "x": 11,
-	"ct": 12, "ci": 13, "v": 14, "cm": 15,
+	"ct": 12, "ci": 13, "v": 14, "cm": 15, "cd": 16,
 }
 
 const (
@@ -130,7 +133,18 @@ func toWire(m protocols.Message) wireMessage {
 		Phase: uint64(m.Phase), Hops: uint64(m.Hops),
 		Direction: uint64(m.Direction), Context: m.Context,
 		ConfigTerm: m.ConfigTerm, ConfigIndex: m.ConfigIndex, Voters: m.Voters, Commit: m.Commit,
+		Candidacy: uint64(m.Priority) | candidacyBit(m.Ineligible),
 	}
+}
+
+// wireIneligible is the candidacy field's ineligible bit.
+const wireIneligible = 1 << 8
+
+func candidacyBit(ineligible bool) uint64 {
+	if ineligible {
+		return wireIneligible
+	}
+	return 0
 }
 
 func fromWire(w wireMessage) (protocols.Message, error) {
@@ -142,6 +156,9 @@ func fromWire(w wireMessage) (protocols.Message, error) {
 	}
 	if w.Direction > uint64(protocols.CounterClockwise) {
 		return protocols.Message{}, fmt.Errorf("%w: direction %d", ErrOutOfRange, w.Direction)
+	}
+	if w.Candidacy > wireIneligible|math.MaxUint8 {
+		return protocols.Message{}, fmt.Errorf("%w: candidacy %d", ErrOutOfRange, w.Candidacy)
 	}
 	k := protocols.MessageKind(w.Kind)
 	if !k.Valid() {
@@ -159,6 +176,7 @@ func fromWire(w wireMessage) (protocols.Message, error) {
 		Phase: uint32(w.Phase), Hops: uint32(w.Hops),
 		Direction: protocols.Direction(w.Direction), Context: w.Context,
 		ConfigTerm: w.ConfigTerm, ConfigIndex: w.ConfigIndex, Voters: w.Voters, Commit: w.Commit,
+		Ineligible: w.Candidacy&wireIneligible != 0, Priority: uint8(w.Candidacy),
 	}, nil
 }
 

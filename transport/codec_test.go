@@ -288,6 +288,8 @@ func randomMessage(r *rand.Rand) protocols.Message {
 		ConfigIndex: u64(),
 		Voters:      []string{"", "n1", "a,b,c", "n1,n2,n3,n4,n5"}[r.IntN(4)],
 		Commit:      u64(),
+		Ineligible:  r.IntN(2) == 1,
+		Priority:    uint8(r.IntN(256)),
 	}
 }
 

@@ -335,5 +335,6 @@ func printStatus(w io.Writer, st api.Status) {
 	if st.TransportAddr != "" {
 		fmt.Fprintf(tw, "libp2p\t%s\n", st.TransportAddr)
 	}
+	printHealth(tw, st)
 	_ = tw.Flush()
 }

@@ -40,6 +40,7 @@ func commands() []command {
 		{"leader", "show the leader and epoch; -wait waits for a new leader", runLeader},
 		{"watch", "stream every leadership change", runWatch},
 		{"resign", "ask this agent, if it leads, to hand leadership over", runResign},
+		{"maint", "maint on [-reason TEXT] | off: stop or resume putting this agent forward", runMaint},
 		{"exec", "run a command only while this node leads", runExec},
 		{"keygen", "print a fresh cluster key for [gossip] key", runKeygen},
 		{"version", "print the version", runVersion},

@@ -42,6 +42,15 @@ type Config struct {
 	// as a fraction (0.01 = 1%). The lease is shortened to stay safe
 	// within it.
 	MaxClockDrift float64
+	// Candidacy is the node's candidacy at start (see SetCandidacy); the
+	// zero value is eligible with priority 0.
+	Candidacy protocols.Candidacy
+	// PreemptDelay is how long a reachable, eligible voter of higher
+	// priority than the leader must have answered without a gap, and
+	// without its candidacy changing, before the leader hands leadership
+	// to it. It keeps a flapping preferred node from taking leadership
+	// back and forth. Zero hands over at the first heartbeat answer.
+	PreemptDelay time.Duration
 	// HardState is the state restored from disk (zero for a fresh node).
 	HardState protocols.HardState
 	// Now is the local time at start.
@@ -75,6 +84,10 @@ type Unsafe struct {
 	// configuration it inherited as committed and accept a change at once,
 	// without first committing it in its own term (Raft's 2015 bug).
 	ChangeBeforeInheritedCommit bool
+	// IneligibleCampaigns lets a node campaign, and keep campaigning,
+	// while its Candidacy says it is ineligible (a failing agent may
+	// campaign).
+	IneligibleCampaigns bool
 }
 
 // validate reports every problem with c at once.
@@ -90,6 +103,9 @@ func (c Config) validate() error {
 		errs = append(errs, fmt.Errorf("heartbeat interval %v must be positive", c.HeartbeatInterval))
 	} else if c.ElectionTimeout > 0 && c.HeartbeatInterval*2 > c.ElectionTimeout {
 		errs = append(errs, fmt.Errorf("heartbeat interval %v must be at most half the election timeout %v", c.HeartbeatInterval, c.ElectionTimeout))
+	}
+	if c.PreemptDelay < 0 {
+		errs = append(errs, fmt.Errorf("preempt delay %v must not be negative", c.PreemptDelay))
 	}
 	if c.MaxClockDrift < 0 || c.MaxClockDrift >= 0.5 {
 		errs = append(errs, fmt.Errorf("max clock drift %v must be in [0, 0.5)", c.MaxClockDrift))

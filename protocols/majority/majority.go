@@ -114,6 +114,17 @@ type Node struct {
 	// confAcked is the configuration each member last acknowledged having
 	// persisted.
 	confAcked map[string]protocols.Configuration
+	// cand is this node's own candidacy. A leader keeps, per voter, the
+	// candidacy its last heartbeat answer carried (peerCand) and since
+	// when it has answered without a gap and with that candidacy
+	// (candSince), to choose whom to hand leadership to (docs/health.md).
+	cand      protocols.Candidacy
+	peerCand  map[string]protocols.Candidacy
+	candSince map[string]protocols.Time
+	// noTarget: this leader is ineligible and found no voter to take over.
+	noTarget bool
+	// transfers counts the hand-overs this node started, by reason.
+	transfers protocols.TransferCounts
 
 	out protocols.Outbox
 }
@@ -142,6 +153,9 @@ func New(cfg Config) (*Node, error) {
 		rejected:   make(map[string]bool),
 		replied:    make(map[protocols.ID]bool),
 		confAcked:  make(map[string]protocols.Configuration),
+		cand:       cfg.Candidacy,
+		peerCand:   make(map[string]protocols.Candidacy),
+		candSince:  make(map[string]protocols.Time),
 	}
 	// The first Ready announces the starting role: watchers learn it even
 	// when nothing else happens.
@@ -239,6 +253,12 @@ func (n *Node) mayCampaign() bool {
 		(n.committed.IsZero() || n.committed.Has(n.name(n.id))))
 }
 
+// mayStand reports whether this node may put itself forward now: it may
+// campaign and its candidacy is eligible.
+func (n *Node) mayStand() bool {
+	return n.mayCampaign() && (n.cand.Eligible() || n.cfg.Unsafe.IneligibleCampaigns)
+}
+
 // observer reports whether this node is, and may only be, a follower
 // without a vote.
 func (n *Node) observer() bool {
@@ -293,6 +313,7 @@ func (n *Node) send(m protocols.Message) {
 		m.Term = n.term
 	}
 	m.ConfigTerm, m.ConfigIndex, m.Voters = n.conf.Term, n.conf.Index, n.conf.Voters
+	m.Ineligible, m.Priority = n.cand.Ineligible, n.cand.Priority
 	n.out.Send(m)
 }
 
@@ -320,6 +341,7 @@ func (n *Node) becomeFollower(now protocols.Time, term uint64, leader protocols.
 	n.leader = leader
 	n.leaseUntil = 0
 	n.transferTo = protocols.None
+	n.noTarget = false
 	n.resetElectionTimer(now)
 }
 
@@ -484,6 +506,9 @@ func (n *Node) becomeLeader(now protocols.Time) {
 	n.leaseFloor = n.round
 	clear(n.ackedRound)
 	clear(n.lastHeard)
+	clear(n.peerCand)
+	clear(n.candSince)
+	n.noTarget = false
 	for v := range n.granted {
 		n.lastHeard[v] = now
 	}
@@ -596,9 +621,10 @@ func (n *Node) Tick(now protocols.Time) {
 		}
 		if now >= n.heartbeatDue {
 			n.heartbeat(now)
+			n.maybeHandOver(now)
 		}
 	default:
-		if n.mayCampaign() && now >= n.electionDeadline && now >= n.voteBlockUntil {
+		if n.mayStand() && now >= n.electionDeadline && now >= n.voteBlockUntil {
 			if n.cfg.PreVote {
 				n.becomePreCandidate(now)
 			} else {
@@ -637,7 +663,7 @@ func (n *Node) NextDeadline(now protocols.Time) (protocols.Time, bool) {
 			arm(n.leaseUntil)
 		}
 	default:
-		if n.mayCampaign() {
+		if n.mayStand() {
 			arm(max(n.electionDeadline, n.voteBlockUntil))
 		}
 	}
@@ -679,6 +705,10 @@ func (n *Node) Step(now protocols.Time, m protocols.Message) error {
 
 	if !protocols.AdmitTerm(m.Term, n.term) {
 		return fmt.Errorf("majority: %w", protocols.BeyondCeiling("term", m, m.Term, n.term))
+	}
+
+	if (m.Kind == protocols.MsgPreVoteResp || m.Kind == protocols.MsgVoteResp) && m.Reject {
+		n.adoptNewerConfig(m)
 	}
 
 	if n.noteBootstrapReply(now, m) {
@@ -740,12 +770,33 @@ func (n *Node) Step(now protocols.Time, m protocols.Message) error {
 	case protocols.MsgVoteResp:
 		n.handleVoteResp(now, m, stateCandidate)
 	case protocols.MsgTimeoutNow:
-		if n.mayCampaign() && m.From == n.leader && n.state == stateFollower {
+		if n.mayStand() && m.From == n.leader && n.state == stateFollower {
 			n.log.Infow("leadership transfer received", "from", m.From)
 			n.campaign(now, true)
 		}
 	}
 	return nil
+}
+
+// adoptNewerConfig adopts the configuration a voter that refused us holds
+// when it is newer than ours. Without it a node that missed the last
+// leader's configuration could never be elected while every node holding
+// the newer one is ineligible and does not campaign (docs/health.md): the
+// newer ones refuse it and nobody else would tell it. The configuration was
+// persisted by a voter, so some leader proposed it; holding it only makes
+// this node's next request pass more voters' up-to-date check. Bootstrap
+// lists (index 0) are never adopted; a node holding one adopts a
+// replicated configuration as it would from a leader's heartbeat.
+func (n *Node) adoptNewerConfig(m protocols.Message) {
+	mc := m.Config()
+	if n.state == stateLeader || mc.Voters == "" || mc.Index == 0 || mc.Compare(n.conf) <= 0 {
+		return
+	}
+	if err := mc.Check(); err != nil {
+		return
+	}
+	n.log.Infow("adopting a newer configuration from a voter that refused us", "member", n.name(m.From), "config", mc.String(), "was", n.conf.String())
+	n.setConf(mc)
 }
 
 // leaseHolds reports whether this node must refuse other candidates because
@@ -790,6 +841,9 @@ func (n *Node) handleHeartbeatResp(now protocols.Time, m protocols.Message) {
 		return
 	}
 	name := n.name(m.From)
+	if v := n.voterName(m.From); v != "" {
+		n.noteCandidacy(now, v, m.Candidacy())
+	}
 	if mc := m.Config(); mc.Voters != "" {
 		n.confAcked[name] = mc
 		n.lastHeard[name] = now
@@ -810,6 +864,7 @@ func (n *Node) handleHeartbeatResp(now protocols.Time, m protocols.Message) {
 	if n.transferTo == protocols.None {
 		n.updateLease()
 	}
+	n.maybeHandOver(now)
 }
 
 func (n *Node) handlePreVote(now protocols.Time, m protocols.Message) {
@@ -956,7 +1011,7 @@ func (n *Node) Suspect(now protocols.Time, id protocols.ID, suspected bool) {
 }
 
 func (n *Node) onSuspect(now protocols.Time, id protocols.ID) {
-	if n.state != stateFollower || id != n.leader || !n.mayCampaign() {
+	if n.state != stateFollower || id != n.leader || !n.mayStand() {
 		return
 	}
 	// Spread the candidates so that they rarely split the vote.
@@ -973,33 +1028,142 @@ func (n *Node) Resign(now protocols.Time) error {
 	if n.state != stateLeader {
 		return protocols.ErrNotLeader
 	}
+	target := n.transferTarget(now, false)
+	if target == protocols.None {
+		return protocols.ErrNoTransferTarget
+	}
+	n.transfers.Resign++
+	n.transfer(now, target)
+	return nil
+}
+
+// transferTarget chooses whom to hand leadership to: an eligible voter
+// that gossip and the failure detector think alive, of the highest
+// priority, then the one that acknowledged the newest heartbeat, then the
+// lowest id. recent also requires it to have answered within an election
+// timeout (a hand-over the leader starts on its own, rather than on an
+// operator's word).
+func (n *Node) transferTarget(now protocols.Time, recent bool) protocols.ID {
 	target := protocols.None
 	var best uint64
+	var bestPrio uint8
+	since := now.Add(-n.cfg.ElectionTimeout)
 	for _, id := range n.sortedMembers() {
 		v := n.voterName(id)
 		if id == n.id || v == "" || n.down[id] || n.suspected[id] {
 			continue
 		}
-		if r := n.ackedRound[v]; r > best || target == protocols.None {
-			target, best = id, r
+		c := n.peerCand[v]
+		if !c.Eligible() {
+			continue
+		}
+		if t, ok := n.lastHeard[v]; recent && (!ok || t < since) {
+			continue
+		}
+		r := n.ackedRound[v]
+		if target == protocols.None || c.Priority > bestPrio || (c.Priority == bestPrio && r > best) {
+			target, best, bestPrio = id, r, c.Priority
 		}
 	}
-	if target == protocols.None {
-		return protocols.ErrNoTransferTarget
-	}
+	return target
+}
+
+// transfer gives up the lease and orders target to campaign at once.
+func (n *Node) transfer(now protocols.Time, target protocols.ID) {
 	n.leaseUntil = 0
 	n.leaseFloor = n.round
 	n.transferTo = target
 	n.transferUntil = now.Add(n.cfg.ElectionTimeout)
 	n.log.Infow("transferring leadership", "to", target, "term", n.term)
 	n.send(protocols.Message{Kind: protocols.MsgTimeoutNow, To: target, Leader: n.id})
-	return nil
 }
+
+// noteCandidacy records voter v's candidacy from a heartbeat answer at
+// now. Its stability clock restarts when the candidacy changes or when v
+// was not heard for an election timeout (it crashed, was cut off, or this
+// node only just became leader).
+func (n *Node) noteCandidacy(now protocols.Time, v string, c protocols.Candidacy) {
+	prev, seen := n.peerCand[v]
+	last, heard := n.lastHeard[v]
+	if !seen || prev != c || !heard || now.Sub(last) > n.cfg.ElectionTimeout {
+		n.candSince[v] = now
+	}
+	n.peerCand[v] = c
+}
+
+// maybeHandOver starts a leadership transfer the leader owes: away from
+// itself while it is ineligible, or to an eligible voter of higher
+// priority that has been stable for PreemptDelay. An ineligible leader
+// with no voter to take over keeps leading and says so in Status
+// (docs/health.md explains why).
+func (n *Node) maybeHandOver(now protocols.Time) {
+	if n.state != stateLeader || n.transferTo != protocols.None {
+		return
+	}
+	if !n.cand.Eligible() {
+		target := n.transferTarget(now, true)
+		if n.noTarget = target == protocols.None; n.noTarget {
+			return
+		}
+		n.log.Infow("handing leadership over: this node is ineligible", "to", target)
+		n.transfers.Health++
+		n.transfer(now, target)
+		return
+	}
+	n.noTarget = false
+	target, prio := protocols.None, n.cand.Priority
+	since := now.Add(-n.cfg.ElectionTimeout)
+	for _, id := range n.sortedMembers() {
+		v := n.voterName(id)
+		if id == n.id || v == "" || n.down[id] || n.suspected[id] {
+			continue
+		}
+		c := n.peerCand[v]
+		if t, ok := n.lastHeard[v]; !ok || t < since || !c.Eligible() || c.Priority <= prio {
+			continue
+		}
+		if s, ok := n.candSince[v]; !ok || now.Sub(s) < n.cfg.PreemptDelay {
+			continue
+		}
+		target, prio = id, c.Priority
+	}
+	if target == protocols.None {
+		return
+	}
+	n.log.Infow("handing leadership over to a voter of higher priority", "to", target, "priority", prio)
+	n.transfers.Priority++
+	n.transfer(now, target)
+}
+
+var _ protocols.CandidacySetter = (*Node)(nil)
+
+// SetCandidacy implements protocols.CandidacySetter. A node that turns
+// ineligible abandons a campaign in progress (its term and vote stay) and,
+// leading, hands leadership over at once when some voter can take it.
+func (n *Node) SetCandidacy(now protocols.Time, c protocols.Candidacy) {
+	if c == n.cand {
+		return
+	}
+	n.log.Infow("candidacy changed", "eligible", c.Eligible(), "priority", c.Priority)
+	n.cand = c
+	switch n.state {
+	case statePreCandidate, stateCandidate:
+		if !c.Eligible() && !n.cfg.Unsafe.IneligibleCampaigns {
+			n.becomeFollower(now, n.term, protocols.None)
+		}
+	case stateLeader:
+		n.maybeHandOver(now)
+	}
+}
+
+// Transfers returns the hand-overs this node started, by reason.
+func (n *Node) Transfers() protocols.TransferCounts { return n.transfers }
 
 // Status reports leadership at now. A leader whose lease ran out, or that
 // is handing over, reports no leader at all rather than itself.
 func (n *Node) Status(now protocols.Time) protocols.Status {
-	st := protocols.Status{Epoch: n.term, Term: n.term, Config: n.conf, Committed: n.committed}
+	st := protocols.Status{Epoch: n.term, Term: n.term, Config: n.conf, Committed: n.committed,
+		NoEligibleTarget: n.state == stateLeader && n.noTarget}
 	switch n.state {
 	case stateLeader:
 		// Without a lease we cannot vouch for anyone, ourselves included.

@@ -81,6 +81,8 @@ func spec(c sim.NodeConfig, protocol string) core.ProtocolSpec {
 		HardState:         c.HardState,
 		Now:               c.Now,
 		Rand:              c.Rand,
+		Candidacy:         c.Candidacy,
+		PreemptDelay:      3 * c.ElectionTimeout,
 	}
 }
 

@@ -6,6 +6,7 @@
 //	go run ./sim/cmd/soak -protocol majority -schedules 200000 -seed 1 -workers 2
 //	go run ./sim/cmd/soak -protocol majority -replay SEED   # full trace of one schedule
 //	go run ./sim/cmd/soak -protocol majority -voters -schedules 200000   # with voter changes
+//	go run ./sim/cmd/soak -protocol majority -health -schedules 200000   # with health faults and priorities
 //
 // It exits with status 1 when any schedule violated an invariant.
 package main
@@ -42,6 +43,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	verbose := fs.Bool("v", false, "print every violation's full report")
 	voters := fs.Bool("voters", false, "majority: add voter changes to the faults (three times as often as each other kind) with -observers nodes starting as observers")
 	observers := fs.Int("observers", 2, "with -voters: nodes that start as observers")
+	health := fs.Bool("health", false, "majority: add health faults (eligibility flaps, maintenance mid-election, preferred nodes crashing mid-transfer) and the leader-eligible check")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -55,6 +57,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// As sim's TestMajorityVoterChangeSchedules.
 		o.Faults = append(sim.VoterFaults(), sim.FaultVoterChange, sim.FaultVoterChange)
 		o.Observers = *observers
+	}
+	if *health {
+		// As sim's TestMajorityHealthSchedules; with -voters, both.
+		o.Faults = append(o.Faults, sim.FaultHealth, sim.FaultHealth)
+		if !*voters {
+			o.Faults = sim.HealthFaults()
+		}
+		o.Checks.Health = true
 	}
 	if *faults != "" {
 		if o.Faults, err = parseFaults(*faults); err != nil {
@@ -103,7 +113,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func faultNames() string {
 	var names []string
-	for _, k := range sim.VoterFaults() {
+	for _, k := range append(sim.VoterFaults(), sim.FaultHealth) {
 		names = append(names, k.String())
 	}
 	return strings.Join(names, ", ")
@@ -113,11 +123,12 @@ func parseFaults(s string) ([]sim.FaultKind, error) {
 	var out []sim.FaultKind
 	for _, name := range strings.Split(s, ",") {
 		name = strings.TrimSpace(name)
-		i := slices.IndexFunc(sim.VoterFaults(), func(k sim.FaultKind) bool { return k.String() == name })
+		all := append(sim.VoterFaults(), sim.FaultHealth)
+		i := slices.IndexFunc(all, func(k sim.FaultKind) bool { return k.String() == name })
 		if i < 0 {
 			return nil, fmt.Errorf("soak: unknown fault %q (have %s)", name, faultNames())
 		}
-		out = append(out, sim.VoterFaults()[i])
+		out = append(out, all[i])
 	}
 	return out, nil
 }

@@ -1,0 +1,204 @@
+package agent
+
+// Health-gated leadership (issue 15, docs/health.md): the I/O side of
+// health — the check runner and hooks (goroutines of the health package),
+// the maintenance record in the data directory — feeding core.Node.SetHealth.
+// The decisions (an ineligible node does not campaign, a leader hands
+// over, a preferred node takes over) are the protocol's, and what the
+// status says of them is the core's.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/conclave-agent/conclave/api"
+	"github.com/conclave-agent/conclave/config"
+	"github.com/conclave-agent/conclave/core"
+	"github.com/conclave-agent/conclave/health"
+	"github.com/conclave-agent/conclave/localapi"
+	"github.com/conclave-agent/conclave/protocols"
+)
+
+// healthGlue is the agent's health state. The runner and hooks run in
+// goroutines of their own; everything else is loop-owned.
+type healthGlue struct {
+	runner *health.Runner
+	hooks  *health.Hooks
+	// maint is the maintenance record in force, nil when none.
+	maint *health.Maint
+	// lastHook is the transition the hooks last fired for, with its
+	// leader and epoch, so a repeated view does not fire twice.
+	lastHook health.Transition
+}
+
+// healthSpecs turns the configuration's checks and hooks into the health
+// package's.
+func healthSpecs(cfg config.Config) ([]health.CheckSpec, []health.HookSpec) {
+	checks := make([]health.CheckSpec, 0, len(cfg.Checks))
+	for _, c := range cfg.Checks {
+		checks = append(checks, health.CheckSpec{Name: c.Name, Command: c.Command, HTTP: c.HTTP,
+			Interval: c.Interval.Std(), Timeout: c.Timeout.Std(), Fall: c.Fall, Rise: c.Rise})
+	}
+	hooks := make([]health.HookSpec, 0, len(cfg.Hooks))
+	for _, h := range cfg.Hooks {
+		hooks = append(hooks, health.HookSpec{On: h.On, Command: h.Command, Timeout: h.Timeout.Std()})
+	}
+	return checks, hooks
+}
+
+// initialCandidacy is the candidacy an agent starts with: ineligible while
+// in maintenance, and while it has checks that have not passed yet (it
+// must not lead before its service is known healthy), or when the
+// maintenance record cannot be read (an operator asked for maintenance;
+// never lose that silently).
+func initialCandidacy(cfg config.Config) protocols.Candidacy {
+	c := protocols.Candidacy{Priority: uint8(cfg.Node.Priority)}
+	_, on, err := health.ReadMaint(cfg.Node.DataDir)
+	c.Ineligible = on || err != nil || len(cfg.Checks) > 0
+	return c
+}
+
+// userMeta is node.meta as published in gossip ("" for none).
+func userMeta(cfg config.Config) string {
+	b, err := api.NewMeta(cfg.Node.Meta).MarshalJSON()
+	if err != nil || string(b) == "null" {
+		return ""
+	}
+	return string(b)
+}
+
+// startHealth starts the checks and the hooks; Run calls it before the
+// loop.
+func (a *Agent) startHealth() error {
+	checks, hooks := healthSpecs(a.cfg)
+	runner, err := health.NewRunner(checks)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	g := &healthGlue{runner: runner, hooks: health.NewHooks(hooks, a.log.Named("hook"))}
+	m, on, err := health.ReadMaint(a.cfg.Node.DataDir)
+	switch {
+	case err != nil:
+		a.log.Error("cannot read the maintenance record; staying in maintenance until it is fixed or cleared with agent maint off", zap.Error(err))
+		g.maint = &health.Maint{Reason: "unreadable maintenance record: " + err.Error()}
+	case on:
+		a.log.Info("in maintenance (from the data directory)", zap.String("reason", m.Reason), zap.Time("since", m.Since))
+		g.maint = &m
+	}
+	a.health = g
+	runner.Start()
+	a.applyHealth()
+	return nil
+}
+
+// stopHealth stops the checks and the hooks.
+func (a *Agent) stopHealth() {
+	if a.health == nil {
+		return
+	}
+	a.health.runner.Close()
+	a.health.hooks.Close()
+}
+
+// healthChanged fires when a check changed status (nil before start: a nil
+// channel never fires).
+func (a *Agent) healthChanged() <-chan struct{} {
+	if a.health == nil {
+		return nil
+	}
+	return a.health.runner.Changed()
+}
+
+// currentHealth is what the checks and maintenance say now.
+func (a *Agent) currentHealth() core.Health {
+	g := a.health
+	h := core.Health{Candidacy: protocols.Candidacy{
+		Ineligible: g.maint != nil || !g.runner.Passing(),
+		Priority:   uint8(a.cfg.Node.Priority),
+	}}
+	rep := &api.HealthReport{Status: api.HealthPassing, Priority: a.cfg.Node.Priority}
+	for _, c := range g.runner.Snapshot() {
+		rep.Checks = append(rep.Checks, api.CheckState{Name: c.Name, Status: c.Status, Output: c.Output, LastRun: c.LastRun})
+		if c.Status != health.StatusPassing {
+			rep.Status = api.HealthFailing
+		}
+	}
+	if g.maint != nil {
+		rep.Status = api.HealthMaintenance
+		rep.Maintenance = &api.MaintInfo{Reason: g.maint.Reason, Since: g.maint.Since}
+	}
+	h.Report = rep
+	return h
+}
+
+// applyHealth gives the core the current health. On the loop, after a
+// check changed status and after maintenance changed.
+func (a *Agent) applyHealth() {
+	if a.health == nil {
+		return
+	}
+	a.core.SetHealth(a.now(), a.currentHealth())
+}
+
+// fireHooks fires the hooks for a newly published status. On the loop; it
+// never blocks (Hooks.Fire only queues).
+func (a *Agent) fireHooks(st api.Status) {
+	if a.health == nil {
+		return
+	}
+	t := health.Transition{Epoch: st.Epoch, Leader: st.Leader, Role: st.Role}
+	switch {
+	case st.Role == api.RoleLeader:
+		t.On = health.OnLeader
+	case st.Leader != "":
+		t.On = health.OnFollower
+	default:
+		t.On = health.OnNoLeader
+	}
+	if t == a.health.lastHook {
+		return
+	}
+	a.health.lastHook = t
+	a.health.hooks.Fire(t)
+}
+
+var _ localapi.MaintBackend = backend{}
+
+// SetMaint implements localapi.MaintBackend: the record is written (or
+// removed) durably first, outside the loop, and only then applied, so an
+// answer of "on" survives a crash.
+func (b backend) SetMaint(ctx context.Context, on bool, reason string) (api.MaintResult, error) {
+	a := b.a
+	if err := health.CheckReason(reason); err != nil {
+		return api.MaintResult{}, fmt.Errorf("%w: %w", localapi.ErrBadMaint, err)
+	}
+	var m *health.Maint
+	if on {
+		m = &health.Maint{Reason: reason, Since: time.Now().UTC().Truncate(time.Second)}
+		if err := health.WriteMaint(a.cfg.Node.DataDir, *m); err != nil {
+			return api.MaintResult{}, err
+		}
+	} else if err := health.ClearMaint(a.cfg.Node.DataDir); err != nil {
+		return api.MaintResult{}, err
+	}
+	err := a.do(ctx, func() {
+		if a.health == nil {
+			return
+		}
+		a.health.maint = m
+		a.log.Info("maintenance", zap.Bool("on", on), zap.String("reason", reason))
+		a.applyHealth()
+	})
+	if err != nil && !errors.Is(err, errStopped) {
+		return api.MaintResult{}, err
+	}
+	res := api.MaintResult{Maintenance: on}
+	if m != nil {
+		res.Info = &api.MaintInfo{Reason: m.Reason, Since: m.Since}
+	}
+	return res, nil
+}

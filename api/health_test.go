@@ -1,0 +1,38 @@
+package api
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func TestMetaIsComparableAndAnObjectOnTheWire(t *testing.T) {
+	a := NewMeta(map[string]string{"addr": "10.0.0.5:5432", "zone": "b"})
+	b := NewMeta(map[string]string{"zone": "b", "addr": "10.0.0.5:5432"})
+	if a != b || a.Get("addr") != "10.0.0.5:5432" {
+		t.Fatalf("%v != %v", a, b)
+	}
+	st := Status{Node: "n1", Leader: "n1", LeaderMeta: a}
+	raw, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var generic map[string]any
+	if err := json.Unmarshal(raw, &generic); err != nil {
+		t.Fatal(err)
+	}
+	if m, ok := generic["leader_meta"].(map[string]any); !ok || m["zone"] != "b" {
+		t.Fatalf("leader_meta on the wire: %s", raw)
+	}
+	var back Status
+	if err := json.Unmarshal(raw, &back); err != nil || back != st {
+		t.Fatalf("round trip: %+v, %v", back, err)
+	}
+	none, _ := json.Marshal(Status{Node: "n1"})
+	var plain map[string]any
+	if err := json.Unmarshal(none, &plain); err != nil || plain["leader_meta"] != nil {
+		t.Fatalf("no meta should be absent: %s", none)
+	}
+	if st.LeaderInfo().LeaderMeta != a {
+		t.Fatal("LeaderInfo drops leader_meta")
+	}
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/conclave-agent/conclave/api"
+)
+
+// runMaint is agent maint on [-reason TEXT] | off: maintenance mode, the
+// same as a failing check (docs/health.md), kept across restarts.
+func runMaint(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("agent maint", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: agent maint on [-reason TEXT] | agent maint off")
+		fs.PrintDefaults()
+	}
+	cf := addClientFlags(fs)
+	reason := fs.String("reason", "", "why, shown in agent status (with on)")
+	mode := ""
+	if len(args) > 0 && (args[0] == "on" || args[0] == "off") {
+		mode, args = args[0], args[1:]
+	}
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if mode == "" && fs.NArg() == 1 && (fs.Arg(0) == "on" || fs.Arg(0) == "off") {
+		mode = fs.Arg(0) // agent maint -reason TEXT on
+	} else if fs.NArg() != 0 || mode == "" {
+		fs.Usage()
+		return 2
+	}
+	on := mode == "on"
+	if !on && *reason != "" {
+		fmt.Fprintln(stderr, "agent maint: -reason goes with on")
+		return 2
+	}
+	ctx, cancel := signalContext(ctx, cf.timeout)
+	defer cancel()
+	c := cf.client()
+	defer c.Close()
+	res, err := c.Maint(ctx, on, *reason)
+	if err != nil {
+		return fail(stderr, "maint", cf.socket, err)
+	}
+	if cf.json {
+		printJSON(stdout, res)
+		return 0
+	}
+	if res.Maintenance {
+		fmt.Fprintln(stdout, "maintenance on: this agent no longer puts itself forward and hands leadership over if it leads")
+	} else {
+		fmt.Fprintln(stdout, "maintenance off: this agent may lead again once its checks pass")
+	}
+	return 0
+}
+
+// printHealth adds the leader's meta and this agent's health to agent
+// status (nothing for agents without them).
+func printHealth(w io.Writer, st api.Status) {
+	if m := st.LeaderMeta.Map(); len(m) > 0 {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = k + "=" + m[k]
+		}
+		fmt.Fprintf(w, "leader meta\t%s\n", strings.Join(parts, " "))
+	}
+	h := st.Health
+	if h == nil {
+		return
+	}
+	line := h.Status
+	if h.Maintenance != nil {
+		line += fmt.Sprintf(" (since %s", h.Maintenance.Since.Format(time.RFC3339))
+		if h.Maintenance.Reason != "" {
+			line += ": " + h.Maintenance.Reason
+		}
+		line += ")"
+	}
+	if h.NoHealthyCandidate {
+		line += "; still leading: no healthy voter can take over"
+	}
+	fmt.Fprintf(w, "health\t%s\n", line)
+	if h.Priority != 0 {
+		fmt.Fprintf(w, "priority\t%d\n", h.Priority)
+	}
+	for _, c := range h.Checks {
+		out := strings.TrimSpace(c.Output)
+		if i := strings.LastIndexByte(out, '\n'); i >= 0 {
+			out = out[i+1:] // the last line says most
+		}
+		if len(out) > 80 {
+			out = out[len(out)-80:]
+		}
+		fmt.Fprintf(w, "  check %s\t%s  %s\n", c.Name, c.Status, out)
+	}
+}

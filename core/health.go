@@ -1,0 +1,85 @@
+package core
+
+import (
+	"github.com/conclave-agent/conclave/api"
+	"github.com/conclave-agent/conclave/protocols"
+)
+
+// Health is what the shell knows of this agent's fitness to lead
+// (docs/health.md): the candidacy its checks and maintenance mode give it,
+// and the report its status shows. The decisions that follow — an
+// ineligible node does not campaign, a leader hands over — are the
+// protocol's (protocols.CandidacySetter).
+type Health struct {
+	Candidacy protocols.Candidacy
+	// Report is shown as the status's health; nil leaves it out (an
+	// agent whose health glue has not started).
+	Report *api.HealthReport
+}
+
+// SetHealth gives the protocol a new candidacy when it changed and keeps
+// the report for the status.
+func (n *Node) SetHealth(now protocols.Time, h Health) {
+	defer n.settle(now)
+	n.health = h.Report
+	if h.Candidacy == n.candidacy {
+		return
+	}
+	n.candidacy = h.Candidacy
+	n.log.Infow("candidacy", "eligible", h.Candidacy.Eligible(), "priority", h.Candidacy.Priority)
+	if cs, ok := n.proto.(protocols.CandidacySetter); ok {
+		cs.SetCandidacy(now, h.Candidacy)
+	}
+	// A new candidacy changes what the status reports even when who leads
+	// does not: publish it.
+	n.forcePublish = true
+}
+
+// healthReport is the status's health: the shell's report with what the
+// protocol says of a hand-over.
+func (n *Node) healthReport(st protocols.Status) *api.HealthReport {
+	if n.health == nil {
+		return nil
+	}
+	rep := *n.health
+	rep.NoHealthyCandidate = st.NoEligibleTarget
+	return &rep
+}
+
+// leaderMeta is the named leader's node.meta: this node's own, or what
+// gossip says the leader publishes (decoded once per change).
+func (n *Node) leaderMeta(leader string) api.Meta {
+	switch {
+	case leader == "":
+		return api.Meta{}
+	case leader == n.self.Name:
+		return n.cfg.Meta
+	}
+	m, ok := n.members[leader]
+	if !ok || m.UserMeta == "" {
+		return api.Meta{}
+	}
+	if n.metaRaw == m.UserMeta {
+		return n.meta
+	}
+	var meta api.Meta
+	if err := meta.UnmarshalJSON([]byte(m.UserMeta)); err != nil {
+		return api.Meta{}
+	}
+	n.metaRaw, n.meta = m.UserMeta, meta
+	return meta
+}
+
+// Candidacy is the candidacy last given to the protocol.
+func (n *Node) Candidacy() protocols.Candidacy { return n.candidacy }
+
+// Transfers counts the leadership hand-overs this node started, by reason,
+// for protocols that count them (majority); zero otherwise.
+func (n *Node) Transfers() protocols.TransferCounts {
+	if tc, ok := n.proto.(interface {
+		Transfers() protocols.TransferCounts
+	}); ok {
+		return tc.Transfers()
+	}
+	return protocols.TransferCounts{}
+}

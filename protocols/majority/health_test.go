@@ -1,0 +1,191 @@
+package majority
+
+import (
+	"testing"
+	"time"
+
+	"github.com/conclave-agent/conclave/protocols"
+)
+
+// setCand changes a node's candidacy as the agent does on a health change.
+func (tn *testNet) setCand(id protocols.ID, c protocols.Candidacy) {
+	tn.nodes[id].SetCandidacy(tn.now, c)
+	tn.drain(id)
+	tn.deliver()
+}
+
+var ineligible = protocols.Candidacy{Ineligible: true}
+
+func TestIneligibleNodesNeverCampaignButStillVote(t *testing.T) {
+	tn := newTestNet(3, 0, 1, baseConfig())
+	tn.setCand(1, ineligible)
+	tn.setCand(2, ineligible)
+	l, _ := tn.runUntilLeader(10 * time.Second)
+	if l != 3 {
+		t.Fatalf("leader %d, want n3, the one eligible node (it needs the others' votes)\n%s", l, tn.status())
+	}
+
+	// Nobody eligible: after the leader crashes nobody may campaign.
+	tn2 := newTestNet(3, 0, 2, baseConfig())
+	for id := protocols.ID(1); id <= 3; id++ {
+		tn2.setCand(id, ineligible)
+	}
+	tn2.run(10 * time.Second)
+	if l := tn2.leader(); l != protocols.None {
+		t.Fatalf("n%d leads though every node is ineligible\n%s", l, tn2.status())
+	}
+	if tn2.sent[protocols.MsgPreVote]+tn2.sent[protocols.MsgVote] != 0 {
+		t.Fatalf("ineligible nodes sent %d pre-votes and %d votes", tn2.sent[protocols.MsgPreVote], tn2.sent[protocols.MsgVote])
+	}
+	tn2.setCand(2, protocols.Candidacy{})
+	if l, _ := tn2.runUntilLeader(5 * time.Second); l != 2 {
+		t.Fatalf("leader %d once n2 is eligible again, want n2\n%s", l, tn2.status())
+	}
+}
+
+func TestIneligibleLeaderHandsOver(t *testing.T) {
+	cfg := baseConfig()
+	tn := newTestNet(3, 0, 3, cfg)
+	old, _ := tn.runUntilLeader(10 * time.Second)
+	if old == protocols.None {
+		t.Fatal("no leader")
+	}
+	tn.run(time.Second) // every voter answered a heartbeat
+	tn.setCand(old, ineligible)
+	if st := tn.nodes[old].Status(tn.now); st.Role == protocols.Leader {
+		t.Fatalf("n%d still reports itself leader once ineligible: %+v", old, st)
+	}
+	start := tn.now
+	for tn.now.Sub(start) < cfg.ElectionTimeout {
+		tn.run(testTick)
+		if tn.nodes[old].Status(tn.now).Role == protocols.Leader {
+			t.Fatalf("ineligible n%d reports itself leader again\n%s", old, tn.status())
+		}
+		if l := tn.leader(); l != protocols.None {
+			if got := tn.nodes[old].Transfers(); got.Health != 1 {
+				t.Errorf("transfers %+v, want one for health", got)
+			}
+			return
+		}
+	}
+	t.Fatalf("no new leader within an election timeout of the old one turning ineligible\n%s", tn.status())
+}
+
+func TestIneligibleLeaderWithoutTargetKeepsLeading(t *testing.T) {
+	tn := newTestNet(3, 0, 4, baseConfig())
+	l, _ := tn.runUntilLeader(10 * time.Second)
+	var others []protocols.ID
+	for _, id := range tn.ids() {
+		if id != l {
+			others = append(others, id)
+			tn.setCand(id, ineligible)
+		}
+	}
+	tn.run(time.Second)
+	tn.setCand(l, ineligible)
+	tn.run(5 * time.Second)
+	st := tn.nodes[l].Status(tn.now)
+	if st.Role != protocols.Leader || !st.NoEligibleTarget {
+		t.Fatalf("n%d: %+v, want leader with NoEligibleTarget (no voter could take over)", l, st)
+	}
+	tn.setCand(others[1], protocols.Candidacy{})
+	got, _ := tn.runUntilLeader(time.Second)
+	for got == l && tn.nodes[l].Status(tn.now).Role == protocols.Leader {
+		tn.run(testTick)
+		if tn.now.Sub(0) > 30*time.Second {
+			t.Fatalf("n%d kept leading though n%d became eligible\n%s", l, others[1], tn.status())
+		}
+	}
+	if got, _ := tn.runUntilLeader(3 * time.Second); got != others[1] {
+		t.Fatalf("leader %d, want n%d, the one eligible voter\n%s", got, others[1], tn.status())
+	}
+}
+
+// TestPreferredNodeTakesOverByHandover: a restarted node of higher priority
+// gets leadership back once it has been stable for PreemptDelay, by a
+// planned transfer: the gap without a leader is far below an election
+// timeout, and nothing happens before PreemptDelay.
+func TestPreferredNodeTakesOverByHandover(t *testing.T) {
+	cfg := baseConfig()
+	cfg.PreemptDelay = 3 * time.Second
+	tn := newTestNet(3, 0, 5, cfg)
+	tn.runUntilLeader(10 * time.Second)
+	tn.run(time.Second)
+	tn.crash(3)
+	tn.run(5 * time.Second)
+	l := tn.leader()
+	if l == protocols.None || l == 3 {
+		t.Fatalf("leader %d", l)
+	}
+	tn.run(2 * time.Second)
+	tn.cfg.Candidacy = protocols.Candidacy{Priority: 10}
+	tn.start(3)
+	back := tn.now
+	var gapStart protocols.Time = -1
+	var maxGap time.Duration
+	for tn.now.Sub(back) < cfg.PreemptDelay+5*time.Second {
+		tn.run(testTick)
+		cur := tn.leader()
+		switch {
+		case cur == protocols.None && gapStart < 0:
+			gapStart = tn.now
+		case cur != protocols.None && gapStart >= 0:
+			maxGap = max(maxGap, tn.now.Sub(gapStart))
+			gapStart = -1
+		}
+		if cur == 3 {
+			if d := tn.now.Sub(back); d < cfg.PreemptDelay {
+				t.Fatalf("n3 took over %v after its restart, before the preempt delay %v", d, cfg.PreemptDelay)
+			}
+			if maxGap >= cfg.ElectionTimeout {
+				t.Fatalf("%v without a leader during the hand-over", maxGap)
+			}
+			if got := tn.nodes[l].Transfers(); got.Priority != 1 {
+				t.Errorf("n%d's transfers %+v, want one for priority", l, got)
+			}
+			return
+		}
+	}
+	t.Fatalf("n3 (priority 10) never took over\n%s", tn.status())
+}
+
+func TestFlappingPreferredNodeNeverTakesOver(t *testing.T) {
+	cfg := baseConfig()
+	cfg.PreemptDelay = 3 * time.Second
+	tn := newTestNet(3, 0, 6, cfg)
+	tn.setCand(3, ineligible)
+	l, _ := tn.runUntilLeader(10 * time.Second)
+	if l == protocols.None || l == 3 {
+		t.Fatalf("leader %d", l)
+	}
+	for i := range 20 {
+		c := protocols.Candidacy{Priority: 10, Ineligible: i%2 == 1}
+		tn.setCand(3, c)
+		tn.run(time.Second)
+		if got := tn.leader(); got != l {
+			t.Fatalf("after %d flaps leader is %d, want n%d to keep it\n%s", i+1, got, l, tn.status())
+		}
+	}
+}
+
+// TestSetCandidacyAbandonsCampaign: a candidate that turns ineligible
+// stops campaigning at once and cannot win the term it started.
+func TestSetCandidacyAbandonsCampaign(t *testing.T) {
+	tn := newTestNet(3, 0, 7, baseConfig())
+	tn.isolate(1)
+	for tn.nodes[1].Status(tn.now).Role != protocols.Candidate {
+		tn.run(testTick)
+		if tn.now.Sub(0) > 10*time.Second {
+			t.Fatal("n1 never campaigned")
+		}
+	}
+	tn.setCand(1, ineligible)
+	if st := tn.nodes[1].Status(tn.now); st.Role != protocols.Follower {
+		t.Fatalf("n1 %+v after turning ineligible, want follower", st)
+	}
+	tn.heal()
+	tn.run(10 * time.Second)
+	if tn.leader() == 1 {
+		t.Fatalf("ineligible n1 leads\n%s", tn.status())
+	}
+}
