@@ -8,8 +8,10 @@ package registry
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/conclave-agent/conclave/config"
 	"github.com/conclave-agent/conclave/core"
 	"github.com/conclave-agent/conclave/protocols"
 	"github.com/conclave-agent/conclave/protocols/majority"
@@ -25,6 +27,9 @@ type Entry struct {
 	// Checks returns the invariants to enforce for a given election
 	// timeout.
 	Checks func(electionTimeout time.Duration) sim.Checks
+	// Core, when set, runs the protocol inside core.Node (sim core
+	// mode) instead of Factory.
+	Core sim.CoreFactory
 }
 
 var entries = map[string]Entry{
@@ -32,6 +37,11 @@ var entries = map[string]Entry{
 	"bully":    {Factory: Bully(), Checks: sim.NoLeaseChecks},
 	"ring":     {Factory: Ring(ring.AlgLCR), Checks: sim.NoLeaseChecks},
 	"ring-hs":  {Factory: Ring(ring.AlgHS), Checks: sim.NoLeaseChecks},
+
+	"core-majority": {Core: Core(core.ProtocolMajority, "", core.Unsafe{}), Checks: sim.AllChecks},
+	"core-bully":    {Core: Core(core.ProtocolBully, "", core.Unsafe{}), Checks: sim.NoLeaseChecks},
+	"core-ring":     {Core: Core(core.ProtocolRing, ring.AlgLCR, core.Unsafe{}), Checks: sim.NoLeaseChecks},
+	"core-ring-hs":  {Core: Core(core.ProtocolRing, ring.AlgHS, core.Unsafe{}), Checks: sim.NoLeaseChecks},
 }
 
 // Names lists the registered protocols, sorted.
@@ -60,9 +70,64 @@ func Options(name string) (sim.Options, error) {
 	if err != nil {
 		return sim.Options{}, err
 	}
+	if e.Core != nil {
+		return CoreOptions(e.Core, e.Checks, strings.HasSuffix(name, core.ProtocolMajority)), nil
+	}
 	o := sim.Options{Factory: e.Factory, ElectionTimeout: 100 * time.Millisecond}
 	o.Checks = e.Checks(o.ElectionTimeout)
 	return o, nil
+}
+
+// Core-mode bounds, in election timeouts of the agent's default (200 ms):
+// liveness after the heal must cover the membership model's rejoin lag
+// (gossip declares a partitioned member dead and alive again seconds
+// late); the failover probe must finish before the model's earliest death
+// declaration (1.5 s), so a policy that waits for gossip fails it.
+const (
+	coreLivenessETs = 60
+	coreFailoverETs = 7
+)
+
+// CoreOptions returns core-mode options with the agent's default timings
+// (config.Default: election timeout, heartbeat interval), the membership
+// faults and the failover probe on. Majority runs with one observer, so
+// that the observers' gossip path runs too.
+func CoreOptions(f sim.CoreFactory, checks func(time.Duration) sim.Checks, observers bool) sim.Options {
+	d := config.Default()
+	o := sim.Options{
+		Core:              f,
+		ElectionTimeout:   d.Election.ElectionTimeout.Std(),
+		HeartbeatInterval: d.Detector.HeartbeatInterval.Std(),
+		Faults:            sim.CoreFaults(),
+	}
+	if observers {
+		o.Observers = 1
+	}
+	o.Checks = checks(o.ElectionTimeout)
+	o.Checks.LivenessBound = coreLivenessETs * o.ElectionTimeout
+	o.Checks.FailoverBound = coreFailoverETs * o.ElectionTimeout
+	return o
+}
+
+// Core builds core-mode nodes of a protocol (ring: of algorithm) with the
+// agent's production settings, its default phi detector, gossip on (the
+// observers' path of majority) and the given planted policy bugs (zero
+// for the real policy).
+func Core(protocol, algorithm string, unsafe core.Unsafe) sim.CoreFactory {
+	det := config.Default().Detector.PhiConfig()
+	return func(c sim.NodeConfig) (core.Config, error) {
+		s := spec(c, protocol)
+		s.RingAlgorithm = algorithm
+		if protocol == core.ProtocolMajority {
+			for _, m := range c.Members {
+				if m.Voter {
+					s.Voters = append(s.Voters, m.Name)
+				}
+			}
+		}
+		s.Members = nil
+		return core.Config{Election: s, Detector: det, Gossip: true, Unsafe: unsafe}, nil
+	}
 }
 
 // spec is the core's protocol spec for a simulated node: the agent's
