@@ -6,6 +6,7 @@ import (
 
 	"github.com/conclave-agent/conclave/core"
 	"github.com/conclave-agent/conclave/protocols"
+	"github.com/conclave-agent/conclave/protocols/observe"
 )
 
 // This file is core mode (Options.Core): every simulated node is a
@@ -58,11 +59,17 @@ type coreNode struct {
 	// next start for a new one.
 	peerGen     uint32
 	newIdentity bool
+	pid         string // the current peer id (peerID)
 	// left: the node left gracefully and is stopped (crashed is set too).
 	left bool
 }
 
-func (c *coreNode) peerID(idx int) string { return fmt.Sprintf("peer-n%d-%d", idx+1, c.peerGen) }
+func (c *coreNode) peerID(idx int) string {
+	if c.pid == "" {
+		c.pid = fmt.Sprintf("peer-n%d-%d", idx+1, c.peerGen)
+	}
+	return c.pid
+}
 
 // Failover probe stages (Checks.FailoverBound).
 const (
@@ -70,6 +77,11 @@ const (
 	probeResign  // the leader resigned; the next claimant will crash
 	probeCrashed // the claimant crashed; waiting for agreement
 	probeDone
+	// probeObservers is the deadline of observers in the crashed stage:
+	// FailoverBound plus observe.RefreshInterval, since a leader that
+	// learns of an observer only after it started leading announces
+	// itself to it at the next refresh.
+	probeObservers
 )
 
 // coreRun is a run's core-mode state.
@@ -82,6 +94,8 @@ type coreRun struct {
 	// claimant crashed.
 	probeEpoch uint64
 	probeAt    time.Duration
+	// votersAgreed: every live voter followed the new leader.
+	votersAgreed bool
 }
 
 func newCoreRun(n int) *coreRun {
@@ -152,7 +166,7 @@ func (r *run) startCore(n *node) error {
 	cn := n.cn
 	if cn.newIdentity {
 		cn.peerGen++
-		cn.newIdentity = false
+		cn.newIdentity, cn.pid = false, ""
 	}
 	cn.c, cn.left = c, false
 	cn.peers = make(map[protocols.ID]string)
@@ -322,19 +336,15 @@ func (r *run) coreEvent(ev event) {
 		r.scanMembers()
 		r.q.push(event{at: r.now + membersScan, kind: evMembers})
 	case evFailover:
-		if r.cm.probe == int(ev.inc) {
-			r.violate(InvFailover, "no live leader followed by every live node %v after %s", r.failoverWait(), probeNames[ev.inc])
+		switch {
+		case r.cm.probe == probeResign && ev.inc == probeResign:
+			r.violate(InvFailover, "no new leader %v after the leader resigned", r.o.Checks.LivenessBound)
+		case r.cm.probe == probeCrashed && ev.inc == probeCrashed && !r.cm.votersAgreed:
+			r.violate(InvFailover, "no live leader followed by every live voter %v after the next leader crashed", r.o.Checks.FailoverBound)
+		case r.cm.probe == probeCrashed && ev.inc == probeObservers:
+			r.violate(InvFailover, "observers did not follow the new leader %v after the next leader crashed", r.o.Checks.FailoverBound+observe.RefreshInterval)
 		}
 	}
-}
-
-var probeNames = [...]string{probeResign: "the leader resigned", probeCrashed: "the next leader crashed"}
-
-func (r *run) failoverWait() time.Duration {
-	if r.cm.probe == probeCrashed {
-		return r.o.Checks.FailoverBound
-	}
-	return r.o.Checks.LivenessBound
 }
 
 // coreFault injects the membership faults of core mode.
@@ -401,6 +411,7 @@ func (r *run) probeCrash(nd *node) {
 	r.crash(nd)
 	r.cm.probe, r.cm.probeAt = probeCrashed, r.now
 	r.q.push(event{at: r.now + r.o.Checks.FailoverBound, kind: evFailover, inc: probeCrashed})
+	r.q.push(event{at: r.now + r.o.Checks.FailoverBound + observe.RefreshInterval, kind: evFailover, inc: probeObservers})
 }
 
 // checkProbe runs after the checker's pass while the probe is on: it
@@ -440,10 +451,18 @@ func (r *run) checkProbe() {
 			return
 		}
 		l := r.nodes[lead]
+		all := true
 		for _, n := range r.nodes {
 			if !n.crashed && (n.paused || n.st.Leader != l.member.ID || n.st.Epoch != l.st.Epoch) {
-				return
+				if n.st.Role != protocols.Observer {
+					return
+				}
+				all = false
 			}
+		}
+		r.cm.votersAgreed = true
+		if !all {
+			return
 		}
 		r.cm.probe = probeDone
 		r.rec(traceRec{kind: recLive, node: int32(lead), a: l.st.Epoch})

@@ -6,6 +6,7 @@
 //	go run ./sim/cmd/soak -protocol majority -schedules 200000 -seed 1 -workers 2
 //	go run ./sim/cmd/soak -protocol majority -replay SEED   # full trace of one schedule
 //	go run ./sim/cmd/soak -protocol majority -voters -schedules 200000   # with voter changes
+//	go run ./sim/cmd/soak -protocol core-ring -schedules 50000   # the agent's core.Node per node (sim core mode)
 //
 // It exits with status 1 when any schedule violated an invariant.
 package main
@@ -31,7 +32,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	protocol := fs.String("protocol", "majority", "protocol to run: "+strings.Join(registry.Names(), ", "))
+	protocol := fs.String("protocol", "majority", "protocol to run: "+strings.Join(append(registry.Names(), registry.CoreNames()...), ", "))
 	schedules := fs.Int("schedules", 10000, "number of randomised schedules")
 	seed := fs.Uint64("seed", 1, "batch seed; schedule i runs with sim.ScheduleSeed(seed, i)")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "schedules run in parallel")
@@ -101,9 +102,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// allFaults is every kind -faults accepts.
+func allFaults() []sim.FaultKind {
+	return append(sim.VoterFaults(), sim.FaultRestartNewPeer, sim.FaultLeave)
+}
+
 func faultNames() string {
 	var names []string
-	for _, k := range sim.VoterFaults() {
+	for _, k := range allFaults() {
 		names = append(names, k.String())
 	}
 	return strings.Join(names, ", ")
@@ -113,11 +119,11 @@ func parseFaults(s string) ([]sim.FaultKind, error) {
 	var out []sim.FaultKind
 	for _, name := range strings.Split(s, ",") {
 		name = strings.TrimSpace(name)
-		i := slices.IndexFunc(sim.VoterFaults(), func(k sim.FaultKind) bool { return k.String() == name })
+		i := slices.IndexFunc(allFaults(), func(k sim.FaultKind) bool { return k.String() == name })
 		if i < 0 {
 			return nil, fmt.Errorf("soak: unknown fault %q (have %s)", name, faultNames())
 		}
-		out = append(out, sim.VoterFaults()[i])
+		out = append(out, allFaults()[i])
 	}
 	return out, nil
 }
