@@ -72,6 +72,14 @@ type Unsafe struct {
 	// NoPeerOnReturn: a member that comes back from dead is not given
 	// back its transport peer, so nothing is ever sent to it.
 	NoPeerOnReturn bool
+	// HeartbeatsOnlyClear: only a heartbeat clears a suspicion, so a
+	// live member that never heartbeats this node (a ring candidate, a
+	// follower) stays suspected, and skipped, for ever.
+	HeartbeatsOnlyClear bool
+	// WatchRivals: a heartbeat from a leader this node does not follow
+	// starts a watch, which accuses that leader for ever once it steps
+	// down and falls silent.
+	WatchRivals bool
 }
 
 // PeerChange is a transport peer to add (or update) or remove.
@@ -227,25 +235,7 @@ func (n *Node) Step(now protocols.Time, m protocols.Message) error {
 		n.heard(now, m.From)
 	}
 	err := n.proto.Step(now, m)
-	switch leader := n.proto.Status(now).Leader; {
-	case m.Kind == protocols.MsgHeartbeat || m.Kind == protocols.MsgHeartbeatResp:
-	case !n.suspected[m.From]:
-	case leader == m.From:
-		n.heard(now, m.From)
-	default:
-		// Any message proves a suspected member alive. One that is not
-		// this node's leader never heartbeats it, so a suspicion kept
-		// would never clear: ring skipped a live candidate for ever and
-		// its elections went round without it (docs/simulator.md).
-		n.forgetDetector(now, m.From)
-	}
-	if m.Kind == protocols.MsgHeartbeat && !n.followersAnswer() && n.proto.Status(now).Leader != m.From {
-		// A heartbeat from a leader this node does not follow (another
-		// side's, or one stepping down) starts no watch: it will not keep
-		// heartbeating this node, so the detector would accuse it for
-		// ever, and ring would skip it for ever (docs/simulator.md).
-		n.forgetDetector(now, m.From)
-	}
+	n.stepped(now, m)
 	if err != nil {
 		n.stats.StepErrors++
 		if errors.Is(err, protocols.ErrBeyondCeiling) {
