@@ -465,6 +465,7 @@ func (r *run) checkProbe() {
 			return
 		}
 		r.cm.probe = probeDone
+		r.stats.addFailover(r.now - r.cm.probeAt)
 		r.rec(traceRec{kind: recLive, node: int32(lead), a: l.st.Epoch})
 		r.done = true
 	}
