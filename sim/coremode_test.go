@@ -122,3 +122,29 @@ func TestCheckerCatchesPolicyBugs(t *testing.T) {
 		})
 	}
 }
+
+// TestCoreModeReplays checks that a core-mode run is a function of its
+// seed: the core iterates maps (detectors), which must not leak into what
+// it does.
+func TestCoreModeReplays(t *testing.T) {
+	for _, name := range registry.CoreNames() {
+		o, err := registry.Options(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 10 {
+			seed := sim.ScheduleSeed(3, i)
+			a, err := sim.Run(o, seed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := sim.Run(o, seed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.TraceHash != b.TraceHash {
+				t.Errorf("%s seed %d: trace hashes %016x and %016x", name, seed, a.TraceHash, b.TraceHash)
+			}
+		}
+	}
+}

@@ -43,6 +43,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	verbose := fs.Bool("v", false, "print every violation's full report")
 	voters := fs.Bool("voters", false, "majority: add voter changes to the faults (three times as often as each other kind) with -observers nodes starting as observers")
 	observers := fs.Int("observers", 2, "with -voters: nodes that start as observers")
+	failoverETs := fs.Int("failover-ets", 0, "core mode: failover probe bound in election timeouts (0: the variant's own; 7 is the strict bound, below gossip's earliest death declaration)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -52,6 +53,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	o.Nodes = *nodes
+	if *failoverETs > 0 && o.Core != nil {
+		o.Checks.FailoverBound = time.Duration(*failoverETs) * o.ElectionTimeout
+	}
 	if *voters {
 		// As sim's TestMajorityVoterChangeSchedules.
 		o.Faults = append(sim.VoterFaults(), sim.FaultVoterChange, sim.FaultVoterChange)
@@ -90,8 +94,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "wall time:       %v (%.0f schedules/s)\n", elapsed.Round(time.Millisecond), float64(st.Schedules)/elapsed.Seconds())
 	for _, r := range bad {
 		v := r.Violation
-		fmt.Fprintf(stdout, "VIOLATION seed %d: %s at %.6fs: %s\n  replay: go run ./sim/cmd/soak -protocol %s -replay %d\n",
-			r.Seed, v.Invariant, v.At.Seconds(), v.Detail, *protocol, r.Seed)
+		extra := ""
+		if *failoverETs > 0 {
+			extra = fmt.Sprintf(" -failover-ets %d", *failoverETs)
+		}
+		fmt.Fprintf(stdout, "VIOLATION seed %d: %s at %.6fs: %s\n  replay: go run ./sim/cmd/soak -protocol %s%s -replay %d\n",
+			r.Seed, v.Invariant, v.At.Seconds(), v.Detail, *protocol, extra, r.Seed)
 		if *verbose {
 			fmt.Fprintln(stdout, v)
 		}
