@@ -1,7 +1,9 @@
 package sim_test
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/conclave-agent/conclave/core"
 	"github.com/conclave-agent/conclave/internal/racetest"
@@ -147,4 +149,90 @@ func TestCoreModeReplays(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestMembershipModel checks, on hand-written schedules, that the
+// membership model tells the cores what memberlist would: a member that
+// restarts quicker than death detection with a new peer id is never
+// declared dead but changes identity; one down longer is declared dead no
+// sooner than the model's earliest death declaration; one that leaves is
+// declared left.
+func TestMembershipModel(t *testing.T) {
+	o, err := registry.Options("core-bully")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Checks.FailoverBound = 0
+	cases := []struct {
+		name      string
+		kind      sim.FaultKind
+		down      time.Duration
+		want, not []string
+	}{
+		{"quick restart with a new peer id", sim.FaultRestartNewPeer, 100 * time.Millisecond,
+			[]string{"member changed identity [member n3", "member n3 alive"}, []string{"member n3 dead", "member n3 suspect"}},
+		{"crash longer than death detection", sim.FaultCrash, 8 * time.Second,
+			[]string{"member n3 dead", "member down [member n3 state dead]"}, []string{"member changed identity"}},
+		{"graceful leave", sim.FaultLeave, 2 * time.Second,
+			[]string{"member n3 left", "member down [member n3 state left]"}, []string{"member n3 dead"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var trace strings.Builder
+			o.Trace = &trace
+			const at = 3 * time.Second
+			s := sim.Schedule{
+				Nodes: 3, FaultPhase: at + c.down + time.Second,
+				MinDelay: time.Millisecond, MaxDelay: 2 * time.Millisecond,
+				Actions: []sim.Action{{At: at, Kind: c.kind, Target: 2, Duration: c.down}},
+			}
+			res, err := sim.RunSchedule(o, 5, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Violation != nil {
+				t.Fatal(res.Violation)
+			}
+			// Only what happened after the fault: the joins came before.
+			after := trace.String()
+			if i := strings.Index(after, "FAULT "+c.kind.String()); i >= 0 {
+				after = after[i:]
+			} else {
+				t.Fatalf("no %s fault in the trace", c.kind)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(after, w) {
+					t.Errorf("trace after the fault lacks %q", w)
+				}
+			}
+			for _, w := range c.not {
+				if strings.Contains(after, w) {
+					t.Errorf("trace after the fault has %q", w)
+				}
+			}
+			if c.kind == sim.FaultCrash {
+				first := deadAt(t, after)
+				if first < at+1500*time.Millisecond {
+					t.Errorf("n3 declared dead at %v, %v after the crash: earlier than the model's 1.5 s", first, first-at)
+				}
+			}
+		})
+	}
+}
+
+// deadAt returns the virtual time of the first "member n3 dead" line.
+func deadAt(t *testing.T, trace string) time.Duration {
+	t.Helper()
+	for _, l := range strings.Split(trace, "\n") {
+		if strings.Contains(l, "member n3 dead") {
+			f := strings.Fields(l)
+			d, err := time.ParseDuration(f[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		}
+	}
+	t.Fatal("no member n3 dead line")
+	return 0
 }
