@@ -397,6 +397,10 @@ func (r *run) startProbe(first int, epoch uint64) bool {
 	if err := nd.p.Resign(r.local(nd)); err != nil {
 		// No one to hand over to: crash the leader itself.
 		r.rec(traceRec{kind: recStepErr, node: int32(first), err: err})
+		if !quorumSurvives(nd.st) {
+			r.cm.probe = probeDone
+			return false
+		}
 		r.probeCrash(nd)
 		return true
 	}
@@ -426,9 +430,7 @@ func (r *run) checkProbe() {
 	case probeResign:
 		for _, n := range r.nodes {
 			if !n.crashed && n.st.Role == protocols.Leader && n.st.Epoch > r.cm.probeEpoch {
-				if c := n.st.Config; !c.IsZero() && c.Len()-1 < c.Len()/2+1 {
-					// Majority with fewer than three voters: the
-					// survivors could not elect anyone.
+				if !quorumSurvives(n.st) {
 					r.cm.probe = probeDone
 					r.done = true
 					return
@@ -486,3 +488,10 @@ func (l traceLogger) Debugw(msg string, kv ...any) { l.log("debug", msg, kv) }
 func (l traceLogger) Infow(msg string, kv ...any)  { l.log("info", msg, kv) }
 func (l traceLogger) Warnw(msg string, kv ...any)  { l.log("warn", msg, kv) }
 func (l traceLogger) Errorw(msg string, kv ...any) { l.log("error", msg, kv) }
+
+// quorumSurvives reports whether the voters left after st's node crashes
+// can still elect: majority with fewer than three voters cannot.
+func quorumSurvives(st protocols.Status) bool {
+	c := st.Config
+	return c.IsZero() || c.Len()-1 >= c.Len()/2+1
+}

@@ -42,7 +42,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	replay := fs.Uint64("replay", 0, "run only this schedule seed and print its full trace")
 	verbose := fs.Bool("v", false, "print every violation's full report")
 	voters := fs.Bool("voters", false, "majority: add voter changes to the faults (three times as often as each other kind) with -observers nodes starting as observers")
-	observers := fs.Int("observers", 2, "with -voters: nodes that start as observers")
+	observers := fs.Int("observers", 2, "with -voters, or given with a core-mode majority: nodes that start as observers")
 	failoverETs := fs.Int("failover-ets", 0, "core mode: failover probe bound in election timeouts (0: the variant's own; 7 is the strict bound, below gossip's earliest death declaration)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -53,6 +53,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	o.Nodes = *nodes
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "observers" && o.Core != nil {
+			o.Observers = *observers
+		}
+	})
 	if *failoverETs > 0 && o.Core != nil {
 		o.Checks.FailoverBound = time.Duration(*failoverETs) * o.ElectionTimeout
 	}
