@@ -125,3 +125,27 @@ func (n *Node) forgetDetector(now protocols.Time, id protocols.ID) {
 		n.proto.Suspect(now, id, false)
 	}
 }
+
+// stepped settles the watch on the sender of m once the protocol has taken
+// m. Any message proves a suspected member alive, and one that is not this
+// node's leader never heartbeats it, so a suspicion kept would never
+// clear: ring skipped a live candidate for ever and its elections went
+// round without it. Likewise a heartbeat from a leader this node does not
+// follow (another side's, or one stepping down) starts no watch where
+// followers do not answer: that leader will not keep heartbeating this
+// node, and the detector would accuse it for ever. The simulator's core
+// mode found both (docs/simulator.md).
+func (n *Node) stepped(now protocols.Time, m protocols.Message) {
+	leader := n.proto.Status(now).Leader
+	hb := m.Kind == protocols.MsgHeartbeat || m.Kind == protocols.MsgHeartbeatResp
+	switch {
+	case !hb && n.suspected[m.From] && !n.cfg.Unsafe.HeartbeatsOnlyClear:
+		if leader == m.From {
+			n.heard(now, m.From)
+		} else {
+			n.forgetDetector(now, m.From)
+		}
+	case m.Kind == protocols.MsgHeartbeat && leader != m.From && !n.followersAnswer() && !n.cfg.Unsafe.WatchRivals:
+		n.forgetDetector(now, m.From)
+	}
+}

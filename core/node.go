@@ -75,6 +75,14 @@ type Unsafe struct {
 	// NoPeerOnReturn: a member that comes back from dead is not given
 	// back its transport peer, so nothing is ever sent to it.
 	NoPeerOnReturn bool
+	// HeartbeatsOnlyClear: only a heartbeat clears a suspicion, so a
+	// live member that never heartbeats this node (a ring candidate, a
+	// follower) stays suspected, and skipped, for ever.
+	HeartbeatsOnlyClear bool
+	// WatchRivals: a heartbeat from a leader this node does not follow
+	// starts a watch, which accuses that leader for ever once it steps
+	// down and falls silent.
+	WatchRivals bool
 }
 
 // PeerChange is a transport peer to add (or update) or remove.
@@ -239,7 +247,9 @@ func (n *Node) Step(now protocols.Time, m protocols.Message) error {
 	if m.Kind == protocols.MsgHeartbeat || m.Kind == protocols.MsgHeartbeatResp {
 		n.heard(now, m.From)
 	}
-	if err := n.proto.Step(now, m); err != nil {
+	err := n.proto.Step(now, m)
+	n.stepped(now, m)
+	if err != nil {
 		n.stats.StepErrors++
 		if errors.Is(err, protocols.ErrBeyondCeiling) {
 			n.stats.BeyondCeiling++

@@ -39,13 +39,6 @@ func (tn *testNode) at(d time.Duration) {
 	tn.drain()
 }
 
-func (tn *testNode) step(m protocols.Message) {
-	if err := tn.Step(tn.now, m); err != nil {
-		panic(err)
-	}
-	tn.drain()
-}
-
 // bullyEpoch is the n-th epoch bully leader id creates.
 func bullyEpoch(n uint64, id protocols.ID) uint64 { return n<<protocols.EpochIDBits | uint64(id) }
 
@@ -58,7 +51,7 @@ func TestNewLeaderIsWatchedBeforeItsFirstHeartbeat(t *testing.T) {
 	for _, unsafe := range []bool{false, true} {
 		tn := policyNode(t, ProtocolSpec{Protocol: ProtocolBully}, false, Unsafe{NoWatchLeader: unsafe})
 		tn.applyMember(member("a", 5, membership.StateAlive))
-		tn.step(protocols.Message{Kind: protocols.MsgCoordinator, From: 5, To: 1, Leader: 5, Epoch: bullyEpoch(1, 5)})
+		tn.step(t, protocols.Message{Kind: protocols.MsgCoordinator, From: 5, To: 1, Leader: 5, Epoch: bullyEpoch(1, 5)})
 		if st, name := tn.Leader(tn.now); st.Leader != 5 || name != "a" {
 			t.Fatalf("unsafe=%v: leader %d (%q) after the COORDINATOR, want 5 (a)", unsafe, st.Leader, name)
 		}
@@ -82,11 +75,11 @@ func TestLeaderChangeForgetsSilentMembers(t *testing.T) {
 		tn := policyNode(t, ProtocolSpec{Protocol: ProtocolBully}, false, Unsafe{KeepDetectors: unsafe})
 		tn.applyMember(member("a", 5, membership.StateAlive))
 		tn.applyMember(member("b", 7, membership.StateAlive))
-		tn.step(protocols.Message{Kind: protocols.MsgHeartbeat, From: 5, To: 1, Leader: 5, Epoch: bullyEpoch(1, 5)})
-		tn.step(protocols.Message{Kind: protocols.MsgCoordinator, From: 7, To: 1, Leader: 7, Epoch: bullyEpoch(2, 7)})
+		tn.step(t, protocols.Message{Kind: protocols.MsgHeartbeat, From: 5, To: 1, Leader: 5, Epoch: bullyEpoch(1, 5)})
+		tn.step(t, protocols.Message{Kind: protocols.MsgCoordinator, From: 7, To: 1, Leader: 7, Epoch: bullyEpoch(2, 7)})
 		for range 100 {
 			tn.at(50 * time.Millisecond)
-			tn.step(protocols.Message{Kind: protocols.MsgHeartbeat, From: 7, To: 1, Leader: 7, Epoch: bullyEpoch(2, 7)})
+			tn.step(t, protocols.Message{Kind: protocols.MsgHeartbeat, From: 7, To: 1, Leader: 7, Epoch: bullyEpoch(2, 7)})
 		}
 		if _, kept := tn.Phi(tn.now, 5); kept != unsafe || tn.suspected[5] != unsafe {
 			t.Errorf("unsafe=%v: former leader's detector kept=%v, suspected=%v", unsafe, kept, tn.suspected[5])

@@ -26,6 +26,20 @@
 // and every input queued for it; a restart builds a new instance through the
 // Factory from the persisted HardState only.
 //
+// # Core mode
+//
+// With Options.Core every node is a core.Node, the agent's pure driver,
+// driven as agent/agent.go drives it: messages go through core.Step (whose
+// heartbeats feed the core's real phi detectors), time through core.Tick
+// at the core's own NextWake, membership through core.ApplyMember from a
+// model of memberlist (membermodel.go: join lag, death declared seconds
+// late, restarts never seen dying, new peer ids, graceful leaves),
+// announcements through core.Gossiped; a message leaves only for an id the
+// sender's transport peer table (built from Ready.Peers) holds under the
+// destination's current peer id. The checker reads core.Node.Leader, what
+// the socket reports, and a failover probe (Checks.FailoverBound) crashes
+// a freshly elected leader after the heal. See docs/simulator.md.
+//
 // # Checker
 //
 // After every event the checker asks every non-crashed node (paused ones

@@ -79,6 +79,14 @@ type Checks struct {
 	// time some node must lead and every node's Status must name it and its
 	// epoch. Zero disables the liveness check.
 	LivenessBound time.Duration
+	// FailoverBound (core mode only): once liveness after the heal is
+	// reached, the leader resigns and the next node to claim leadership
+	// is crashed for good right after its claim went out; within this
+	// much virtual time every live node must follow one live leader. Set
+	// below the membership model's earliest death declaration, it fails
+	// any policy that waits for gossip to declare a dead leader dead.
+	// Zero disables the probe.
+	FailoverBound time.Duration
 }
 
 // AllChecks enables every invariant, including the lease and one vote per
@@ -108,8 +116,14 @@ func NoLeaseChecks(electionTimeout time.Duration) Checks {
 // Options configures runs. Zero durations and probabilities take the
 // defaults documented on each field.
 type Options struct {
-	// Factory builds the protocol instances. Required.
+	// Factory builds the protocol instances. Required unless Core is set.
 	Factory Factory
+	// Core, when set, runs every node as a core.Node, the agent's pure
+	// driver, instead of a bare protocol from Factory: real phi detectors,
+	// the membership model of membermodel.go and a transport peer table
+	// (docs/simulator.md, "Core mode"). SuspectAfter and DownAfter are
+	// then unused.
+	Core CoreFactory
 	// Checks are the invariants to enforce. The zero value checks nothing;
 	// use AllChecks or NoLeaseChecks.
 	Checks Checks
@@ -154,8 +168,8 @@ type Options struct {
 }
 
 func (o Options) withDefaults() (Options, error) {
-	if o.Factory == nil {
-		return o, errors.New("sim: Options.Factory is required")
+	if o.Factory == nil && o.Core == nil {
+		return o, errors.New("sim: Options.Factory or Options.Core is required")
 	}
 	if o.MaxClockDrift >= 0.5 {
 		return o, errors.New("sim: MaxClockDrift must be below 0.5")
@@ -163,7 +177,13 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Nodes < 0 || o.Nodes > 64 {
 		return o, errors.New("sim: Nodes must be between 1 and 64")
 	}
-	return o.fill(), nil
+	o = o.fill()
+	if o.Core != nil {
+		// The core's own detectors and the membership model replace the
+		// oracle.
+		o.SuspectAfter, o.DownAfter = -1, -1
+	}
+	return o, nil
 }
 
 // fill sets every zero field to its default.

@@ -62,26 +62,36 @@ const (
 	// middle of an election. Only drawn when Options.Faults names it
 	// (HealthFaults); see sim/health.go.
 	FaultHealth
+	// FaultRestartNewPeer (core mode) crashes a node and restarts it
+	// after Duration with a new libp2p identity: other members learn
+	// another peer id for the same name and id.
+	FaultRestartNewPeer
+	// FaultLeave (core mode) makes a node leave the cluster gracefully
+	// (resigning first if it leads, as the agent does on shutdown) and
+	// stop; it rejoins after Duration.
+	FaultLeave
 
 	// NumFaultKinds is the number of fault kinds.
 	NumFaultKinds
 )
 
 var faultNames = [...]string{
-	FaultSplit:         "split",
-	FaultIsolateLeader: "isolate-leader",
-	FaultBridge:        "bridge",
-	FaultOneWay:        "one-way",
-	FaultCrash:         "crash",
-	FaultPause:         "pause",
-	FaultSlowNetwork:   "slow-network",
-	FaultResign:        "resign",
-	FaultDrop:          "drop",
-	FaultDuplicate:     "duplicate",
-	FaultLongDelay:     "long-delay",
-	FaultPoison:        "poison",
-	FaultVoterChange:   "voter-change",
-	FaultHealth:        "health",
+	FaultSplit:          "split",
+	FaultIsolateLeader:  "isolate-leader",
+	FaultBridge:         "bridge",
+	FaultOneWay:         "one-way",
+	FaultCrash:          "crash",
+	FaultPause:          "pause",
+	FaultSlowNetwork:    "slow-network",
+	FaultResign:         "resign",
+	FaultDrop:           "drop",
+	FaultDuplicate:      "duplicate",
+	FaultLongDelay:      "long-delay",
+	FaultPoison:         "poison",
+	FaultVoterChange:    "voter-change",
+	FaultHealth:         "health",
+	FaultRestartNewPeer: "restart-new-peer",
+	FaultLeave:          "leave",
 }
 
 // String returns the fault kind's short name.
@@ -102,6 +112,12 @@ func ScheduledFaults() []FaultKind {
 // voter set is replicated (majority).
 func VoterFaults() []FaultKind {
 	return append(ScheduledFaults(), FaultVoterChange)
+}
+
+// CoreFaults is ScheduledFaults plus the membership faults only core mode
+// models (Options.Core): restarts with a new peer id and graceful leaves.
+func CoreFaults() []FaultKind {
+	return append(ScheduledFaults(), FaultRestartNewPeer, FaultLeave)
 }
 
 // Targets an Action can name instead of a node index.
@@ -241,6 +257,19 @@ func RandomSchedule(rng *rand.Rand, o Options) Schedule {
 			a.Target = TargetLeader
 		case FaultHealth:
 			a.Target, a.Duration = healthAction(rng, et)
+		case FaultRestartNewPeer:
+			if rng.IntN(2) == 0 {
+				a.Target = TargetLeader
+			}
+			a.Duration = randDur(rng, 10*et)
+			if rng.IntN(2) == 0 {
+				a.Duration = randDur(rng, et)
+			}
+		case FaultLeave:
+			if rng.IntN(2) == 0 {
+				a.Target = TargetLeader
+			}
+			a.Duration = 2*et + randDur(rng, 20*et)
 		}
 		s.Actions = append(s.Actions, a)
 		t += randDur(rng, 5*et)

@@ -18,6 +18,8 @@ const (
 	InvFencing        = "fencing"
 	InvLiveness       = "liveness"
 	InvVoteOnce       = "vote-once-per-term"
+	// InvFailover: the core-mode failover probe missed Checks.FailoverBound.
+	InvFailover = "failover"
 	// Configuration invariants (Checks.Configurations).
 	InvConfigHistory   = "config-version-unique"
 	InvConfigCommitted = "config-committed-unique"
@@ -85,6 +87,7 @@ type node struct {
 	rate    float64
 	offset  int64
 	pending []protocols.Message // buffered while paused
+	cn      *coreNode           // core mode only (coremode.go)
 
 	maxEpoch  uint64
 	lastKey   statusKey
@@ -153,6 +156,7 @@ type run struct {
 
 	cfg configCheck
 	hl  healthRun
+	cm  *coreRun // core mode only (coremode.go)
 
 	stats Stats
 	trace traceRing
@@ -245,6 +249,9 @@ func newRun(o Options, seed uint64, rng *rand.Rand, s Schedule) (*run, error) {
 		r.conn[i] = make([]bool, n)
 	}
 	r.connectAll()
+	if o.Core != nil {
+		r.cm = newCoreRun(n)
+	}
 	for i := range n {
 		r.nodes = append(r.nodes, &node{
 			idx: i, member: r.mems[i], rate: s.ClockRates[i],
@@ -256,6 +263,9 @@ func newRun(o Options, seed uint64, rng *rand.Rand, s Schedule) (*run, error) {
 		})
 	}
 	for _, nd := range r.nodes {
+		if r.cm != nil {
+			nd.cn = &coreNode{}
+		}
 		if err := r.start(nd); err != nil {
 			return nil, err
 		}
@@ -286,6 +296,9 @@ func (r *run) rec(rc traceRec) {
 // start builds n's protocol instance from its persisted state and feeds it
 // the initial membership.
 func (r *run) start(n *node) error {
+	if n.cn != nil {
+		return r.startCore(n)
+	}
 	cfg := NodeConfig{
 		Self:              n.member,
 		Members:           append([]protocols.Member(nil), r.mems...),
@@ -376,6 +389,8 @@ func (r *run) loop() {
 			}
 		case evStop:
 			r.done = true
+		default:
+			r.coreEvent(ev)
 		}
 		if r.crashNext >= 0 && !r.done {
 			i, tgt := r.armed, r.crashNext
@@ -390,6 +405,10 @@ func (r *run) loop() {
 
 // drain handles n's Ready batches per the driver contract.
 func (r *run) drain(n *node) {
+	if n.cn != nil {
+		r.drainCore(n)
+		return
+	}
 	for i := 0; n.p != nil && n.p.HasReady(); i++ {
 		if i > 1000 {
 			r.violate(InvDriver, "n%d: HasReady still true after 1000 Ready/Advance rounds", n.idx+1)
@@ -482,6 +501,7 @@ func (r *run) deliver(ev event) {
 		r.rec(traceRec{kind: recDrop, node: ev.node, a: dropCrashed, msg: m})
 	case !r.conn[m.From-1][ev.node]:
 		r.rec(traceRec{kind: recDrop, node: ev.node, a: dropPartition, msg: m})
+	case n.cn != nil && !r.admitted(n, m):
 	case n.paused:
 		r.rec(traceRec{kind: recQueue, node: ev.node, msg: m})
 		n.pending = append(n.pending, m)
@@ -500,6 +520,10 @@ func (r *run) step(n *node, m protocols.Message) {
 }
 
 func (r *run) tick(n *node) {
+	if n.cn != nil {
+		r.tickCore(n)
+		return
+	}
 	r.detect(n)
 	if n.p == nil || r.done {
 		return
@@ -606,6 +630,9 @@ func (r *run) write(n *node, epoch uint64) {
 
 func (r *run) crash(n *node) {
 	n.p = nil
+	if n.cn != nil {
+		n.cn.c = nil
+	}
 	n.crashed, n.paused = true, false
 	n.pending = nil
 	n.inc++
@@ -735,6 +762,9 @@ func (r *run) fault(i int) {
 	case FaultHealth:
 		r.healthFault(a, i)
 		return
+	case FaultRestartNewPeer, FaultLeave:
+		r.coreFault(a, i, r.target(a.Target))
+		return
 	default:
 		return
 	}
@@ -824,6 +854,9 @@ func (r *run) undo(i, tgt int, gen uint32) {
 	case FaultHealth:
 		r.healthUndo(tgt, gen)
 		return
+	case FaultRestartNewPeer, FaultLeave:
+		r.coreUndo(a, tgt, gen)
+		return
 	default:
 		return
 	}
@@ -859,6 +892,9 @@ func (r *run) heal() {
 // with the epoch map consulted only when a node's view changed.
 func (r *run) check() {
 	c := &r.o.Checks
+	if r.cm != nil && r.cm.probe != probeNone {
+		defer r.checkProbe()
+	}
 	leaders, first := 0, -1
 	for _, n := range r.nodes {
 		if n.crashed {
@@ -913,7 +949,7 @@ func (r *run) check() {
 			}
 		}
 		r.live = true
-		r.done = true
+		r.done = r.cm == nil || !r.startProbe(first, l.Epoch)
 		r.rec(traceRec{kind: recLive, node: int32(first), a: l.Epoch})
 	}
 }

@@ -31,6 +31,39 @@ type Stats struct {
 	FencedWrites, FencedRejected int64
 	// VirtualTime is the total simulated time.
 	VirtualTime time.Duration
+	// Failovers counts the core-mode failover probes that ended in
+	// agreement (Checks.FailoverBound); FailoverHist buckets their time
+	// from the crash to the agreement of every live node by
+	// FailoverBucket, the last bucket holding everything longer, and
+	// FailoverMax is the longest.
+	Failovers    int64
+	FailoverHist [failoverBuckets]int64
+	FailoverMax  time.Duration
+}
+
+// FailoverBucket is the width of a Stats.FailoverHist bucket.
+const FailoverBucket = 10 * time.Millisecond
+
+const failoverBuckets = 1000
+
+// addFailover records one failover probe's time.
+func (s *Stats) addFailover(d time.Duration) {
+	s.Failovers++
+	s.FailoverHist[min(int(d/FailoverBucket), failoverBuckets-1)]++
+	s.FailoverMax = max(s.FailoverMax, d)
+}
+
+// FailoverPercentile returns the upper edge of the bucket holding the
+// p-th percentile (0 < p <= 100) of the failover probes' times.
+func (s *Stats) FailoverPercentile(p float64) time.Duration {
+	want := int64(float64(s.Failovers)*p/100 + 0.5)
+	var seen int64
+	for i, c := range s.FailoverHist {
+		if seen += c; seen >= max(want, 1) {
+			return time.Duration(i+1) * FailoverBucket
+		}
+	}
+	return s.FailoverMax
 }
 
 // Add merges o into s.
@@ -46,6 +79,11 @@ func (s *Stats) Add(o Stats) {
 	s.FencedWrites += o.FencedWrites
 	s.FencedRejected += o.FencedRejected
 	s.VirtualTime += o.VirtualTime
+	s.Failovers += o.Failovers
+	for i := range s.FailoverHist {
+		s.FailoverHist[i] += o.FailoverHist[i]
+	}
+	s.FailoverMax = max(s.FailoverMax, o.FailoverMax)
 }
 
 // TotalFaults sums Faults.
@@ -71,6 +109,10 @@ func (s Stats) String() string {
 	fmt.Fprintf(&b, "messages:        %d\n", s.Messages)
 	fmt.Fprintf(&b, "fenced writes:   %d accepted, %d rejected\n", s.FencedWrites, s.FencedRejected)
 	fmt.Fprintf(&b, "virtual time:    %v\n", s.VirtualTime.Round(time.Second))
+	if s.Failovers > 0 {
+		fmt.Fprintf(&b, "failover probe:  %d runs, crash to agreement p50 %v, p90 %v, p99 %v, max %v\n", s.Failovers,
+			s.FailoverPercentile(50), s.FailoverPercentile(90), s.FailoverPercentile(99), s.FailoverMax.Round(time.Millisecond))
+	}
 	return b.String()
 }
 

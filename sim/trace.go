@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/conclave-agent/conclave/membership"
 	"github.com/conclave-agent/conclave/protocols"
 )
 
@@ -32,18 +33,29 @@ const (
 	dropPartition        // the link is cut
 	dropCrashed          // destination crashed (or restarted) meanwhile
 	dropBadDest          // no such node
+	// Core mode (coremode.go).
+	dropNoPeer      // the sender's transport has no peer for To
+	dropStalePeer   // the peer's id is not the destination's current one
+	dropUnknownPeer // the receiver's transport has not admitted the sender
+	dropGossip      // a gossip message lost to a crash or pause
 )
 
-var dropNames = [...]string{"random", "partition", "crashed", "bad-destination"}
+var dropNames = [...]string{"random", "partition", "crashed", "bad-destination",
+	"no-peer", "stale-peer-id", "unknown-sender", "gossip-lost"}
 
 const (
 	inputUp = iota
 	inputDown
 	inputSuspect
 	inputUnsuspect
+	// Core mode: a transport peer change (c = removed), a gossip delivery,
+	// a membership event (c = membership.State).
+	inputPeer
+	inputGossip
+	inputMember
 )
 
-var inputNames = [...]string{"MemberUp", "MemberDown", "Suspect", "Unsuspect"}
+var inputNames = [...]string{"MemberUp", "MemberDown", "Suspect", "Unsuspect", "Peer", "Gossiped", "Member"}
 
 // traceRec is one line of a run's trace, kept unformatted: formatting only
 // happens when a trace is printed.
@@ -97,6 +109,14 @@ func (r *traceRec) String() string {
 	case recHeal:
 		return prefix + " HEAL  all faults removed"
 	case recInput:
+		switch r.a {
+		case inputPeer:
+			return fmt.Sprintf("%s %-3s peer  id %d removed=%d", prefix, node, r.b, r.c)
+		case inputGossip:
+			return fmt.Sprintf("%s %-3s gossiped announcement #%d", prefix, node, r.b)
+		case inputMember:
+			return fmt.Sprintf("%s %-3s member n%d %s", prefix, node, r.b+1, membership.State(r.c))
+		}
 		return fmt.Sprintf("%s %-3s input %s n%d", prefix, node, inputNames[r.a], r.b+1)
 	case recWrite:
 		res := "rejected"

@@ -8,8 +8,10 @@ package registry
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/conclave-agent/conclave/config"
 	"github.com/conclave-agent/conclave/core"
 	"github.com/conclave-agent/conclave/protocols"
 	"github.com/conclave-agent/conclave/protocols/majority"
@@ -25,6 +27,11 @@ type Entry struct {
 	// Checks returns the invariants to enforce for a given election
 	// timeout.
 	Checks func(electionTimeout time.Duration) sim.Checks
+	// Core, when set, runs the protocol inside core.Node (sim core
+	// mode) instead of Factory.
+	Core sim.CoreFactory
+	// FailoverETs is core mode's failover bound in election timeouts.
+	FailoverETs int
 }
 
 var entries = map[string]Entry{
@@ -32,13 +39,34 @@ var entries = map[string]Entry{
 	"bully":    {Factory: Bully(), Checks: sim.NoLeaseChecks},
 	"ring":     {Factory: Ring(ring.AlgLCR), Checks: sim.NoLeaseChecks},
 	"ring-hs":  {Factory: Ring(ring.AlgHS), Checks: sim.NoLeaseChecks},
+
+	"core-majority": {Core: Core(core.ProtocolMajority, "", core.Unsafe{}), Checks: sim.AllChecks, FailoverETs: majorityFailoverETs},
+	"core-bully":    {Core: Core(core.ProtocolBully, "", core.Unsafe{}), Checks: sim.NoLeaseChecks, FailoverETs: StrictFailoverETs},
+	"core-ring":     {Core: Core(core.ProtocolRing, ring.AlgLCR, core.Unsafe{}), Checks: sim.NoLeaseChecks, FailoverETs: ringFailoverETs},
+	"core-ring-hs":  {Core: Core(core.ProtocolRing, ring.AlgHS, core.Unsafe{}), Checks: sim.NoLeaseChecks, FailoverETs: ringFailoverETs},
 }
 
-// Names lists the registered protocols, sorted.
+// Names lists the registered bare protocols (run from their Factory),
+// sorted.
 func Names() []string {
 	names := make([]string, 0, len(entries))
-	for n := range entries {
-		names = append(names, n)
+	for n, e := range entries {
+		if e.Core == nil {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// CoreNames lists the registered core-mode variants (sim.Options.Core),
+// sorted.
+func CoreNames() []string {
+	names := make([]string, 0, len(entries))
+	for n, e := range entries {
+		if e.Core != nil {
+			names = append(names, n)
+		}
 	}
 	slices.Sort(names)
 	return names
@@ -48,7 +76,7 @@ func Names() []string {
 func Lookup(name string) (Entry, error) {
 	e, ok := entries[name]
 	if !ok {
-		return Entry{}, fmt.Errorf("registry: unknown protocol %q (have %v)", name, Names())
+		return Entry{}, fmt.Errorf("registry: unknown protocol %q (have %v and %v)", name, Names(), CoreNames())
 	}
 	return e, nil
 }
@@ -60,9 +88,78 @@ func Options(name string) (sim.Options, error) {
 	if err != nil {
 		return sim.Options{}, err
 	}
+	if e.Core != nil {
+		return CoreOptions(e.Core, e.Checks, strings.HasSuffix(name, core.ProtocolMajority), e.FailoverETs), nil
+	}
 	o := sim.Options{Factory: e.Factory, ElectionTimeout: 100 * time.Millisecond}
 	o.Checks = e.Checks(o.ElectionTimeout)
 	return o, nil
+}
+
+// Core-mode bounds, in election timeouts of the agent's default (200 ms).
+// Liveness after the heal must cover the membership model's rejoin lag
+// (gossip declares a partitioned member dead and alive again seconds
+// late). StrictFailoverETs ends the failover probe before the model's
+// earliest death declaration (1.5 s), so a policy that waits for gossip
+// fails it. Ring misses it in about a fifth of the schedules with the
+// real policy, and its slowest probes took 7.8 s (docs/simulator.md,
+// findings: a leader abdicates on a stale election message, and suspicions
+// of a just-crashed or live member route elections badly until gossip or
+// a leadership change settles them), so ring gets the liveness bound: it
+// still fails a policy that never recovers.
+const (
+	coreLivenessETs   = 60
+	StrictFailoverETs = 7
+	ringFailoverETs   = 60
+	// Majority's failover does not wait for phi or gossip (its election
+	// timers do), but a run of split votes can outlast the strict bound:
+	// 3 of 50,000 probes did with four voters, three left to agree
+	// unanimously (docs/simulator.md, finding 6).
+	majorityFailoverETs = 60
+)
+
+// CoreOptions returns core-mode options with the agent's default timings
+// (config.Default: election timeout, heartbeat interval), the membership
+// faults and the failover probe on with a bound of failoverETs election
+// timeouts. Majority runs with two observers, so that the observers'
+// gossip path runs too and clusters of 3, 5 and 7 nodes have an odd number
+// of voters (1, 3, 5), as deployments do.
+func CoreOptions(f sim.CoreFactory, checks func(time.Duration) sim.Checks, observers bool, failoverETs int) sim.Options {
+	d := config.Default()
+	o := sim.Options{
+		Core:              f,
+		ElectionTimeout:   d.Election.ElectionTimeout.Std(),
+		HeartbeatInterval: d.Detector.HeartbeatInterval.Std(),
+		Faults:            sim.CoreFaults(),
+	}
+	if observers {
+		o.Observers = 2
+	}
+	o.Checks = checks(o.ElectionTimeout)
+	o.Checks.LivenessBound = coreLivenessETs * o.ElectionTimeout
+	o.Checks.FailoverBound = time.Duration(failoverETs) * o.ElectionTimeout
+	return o
+}
+
+// Core builds core-mode nodes of a protocol (ring: of algorithm) with the
+// agent's production settings, its default phi detector, gossip on (the
+// observers' path of majority) and the given planted policy bugs (zero
+// for the real policy).
+func Core(protocol, algorithm string, unsafe core.Unsafe) sim.CoreFactory {
+	det := config.Default().Detector.PhiConfig()
+	return func(c sim.NodeConfig) (core.Config, error) {
+		s := spec(c, protocol)
+		s.RingAlgorithm = algorithm
+		if protocol == core.ProtocolMajority {
+			for _, m := range c.Members {
+				if m.Voter {
+					s.Voters = append(s.Voters, m.Name)
+				}
+			}
+		}
+		s.Members = nil
+		return core.Config{Election: s, Detector: det, Gossip: true, Unsafe: unsafe}, nil
+	}
 }
 
 // spec is the core's protocol spec for a simulated node: the agent's

@@ -7,6 +7,7 @@
 //	go run ./sim/cmd/soak -protocol majority -replay SEED   # full trace of one schedule
 //	go run ./sim/cmd/soak -protocol majority -voters -schedules 200000   # with voter changes
 //	go run ./sim/cmd/soak -protocol majority -health -schedules 200000   # with health faults and priorities
+//	go run ./sim/cmd/soak -protocol core-ring -schedules 50000   # the agent's core.Node per node (sim core mode)
 //
 // It exits with status 1 when any schedule violated an invariant.
 package main
@@ -32,7 +33,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	protocol := fs.String("protocol", "majority", "protocol to run: "+strings.Join(registry.Names(), ", "))
+	protocol := fs.String("protocol", "majority", "protocol to run: "+strings.Join(append(registry.Names(), registry.CoreNames()...), ", "))
 	schedules := fs.Int("schedules", 10000, "number of randomised schedules")
 	seed := fs.Uint64("seed", 1, "batch seed; schedule i runs with sim.ScheduleSeed(seed, i)")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "schedules run in parallel")
@@ -42,8 +43,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	replay := fs.Uint64("replay", 0, "run only this schedule seed and print its full trace")
 	verbose := fs.Bool("v", false, "print every violation's full report")
 	voters := fs.Bool("voters", false, "majority: add voter changes to the faults (three times as often as each other kind) with -observers nodes starting as observers")
-	observers := fs.Int("observers", 2, "with -voters: nodes that start as observers")
+	observers := fs.Int("observers", 2, "with -voters, or given with a core-mode majority: nodes that start as observers")
 	health := fs.Bool("health", false, "majority: add health faults (eligibility flaps, maintenance mid-election, preferred nodes crashing mid-transfer) and the leader-eligible check")
+	failoverETs := fs.Int("failover-ets", 0, "core mode: failover probe bound in election timeouts (0: the variant's own; 7 is the strict bound, below gossip's earliest death declaration)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -53,6 +55,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	o.Nodes = *nodes
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "observers" && o.Core != nil {
+			o.Observers = *observers
+		}
+	})
+	if *failoverETs > 0 && o.Core != nil {
+		o.Checks.FailoverBound = time.Duration(*failoverETs) * o.ElectionTimeout
+	}
 	if *voters {
 		// As sim's TestMajorityVoterChangeSchedules.
 		o.Faults = append(sim.VoterFaults(), sim.FaultVoterChange, sim.FaultVoterChange)
@@ -99,8 +109,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "wall time:       %v (%.0f schedules/s)\n", elapsed.Round(time.Millisecond), float64(st.Schedules)/elapsed.Seconds())
 	for _, r := range bad {
 		v := r.Violation
-		fmt.Fprintf(stdout, "VIOLATION seed %d: %s at %.6fs: %s\n  replay: go run ./sim/cmd/soak -protocol %s -replay %d\n",
-			r.Seed, v.Invariant, v.At.Seconds(), v.Detail, *protocol, r.Seed)
+		extra := ""
+		if *failoverETs > 0 {
+			extra = fmt.Sprintf(" -failover-ets %d", *failoverETs)
+		}
+		fmt.Fprintf(stdout, "VIOLATION seed %d: %s at %.6fs: %s\n  replay: go run ./sim/cmd/soak -protocol %s%s -replay %d\n",
+			r.Seed, v.Invariant, v.At.Seconds(), v.Detail, *protocol, extra, r.Seed)
 		if *verbose {
 			fmt.Fprintln(stdout, v)
 		}
@@ -111,9 +125,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// allFaults is every kind -faults accepts.
+func allFaults() []sim.FaultKind {
+	return append(sim.VoterFaults(), sim.FaultHealth, sim.FaultRestartNewPeer, sim.FaultLeave)
+}
+
 func faultNames() string {
 	var names []string
-	for _, k := range append(sim.VoterFaults(), sim.FaultHealth) {
+	for _, k := range allFaults() {
 		names = append(names, k.String())
 	}
 	return strings.Join(names, ", ")
@@ -123,12 +142,11 @@ func parseFaults(s string) ([]sim.FaultKind, error) {
 	var out []sim.FaultKind
 	for _, name := range strings.Split(s, ",") {
 		name = strings.TrimSpace(name)
-		all := append(sim.VoterFaults(), sim.FaultHealth)
-		i := slices.IndexFunc(all, func(k sim.FaultKind) bool { return k.String() == name })
+		i := slices.IndexFunc(allFaults(), func(k sim.FaultKind) bool { return k.String() == name })
 		if i < 0 {
 			return nil, fmt.Errorf("soak: unknown fault %q (have %s)", name, faultNames())
 		}
-		out = append(out, all[i])
+		out = append(out, allFaults()[i])
 	}
 	return out, nil
 }
