@@ -111,6 +111,7 @@ type Agent struct {
 	lastView view
 	viewSeq  uint64 // views published so far: api.Status.Seq
 	confirms []*confirmWait
+	voters   voterTrack // replicated voter set seen by the fast path (voters.go)
 	stats    loopStats
 	obs      observers
 	// ceilingLog limits the warnings for terms and epochs beyond the
@@ -271,6 +272,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 		return nil, err
 	}
 	a.initObservers()
+	a.serveVoterForwards()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metricsCollector{a}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -51,7 +51,7 @@ func (a *Agent) fastPath(m protocols.Message) bool {
 		return true
 	}
 	name, known := a.byID[m.To]
-	return observe.FastPath(m, !known || a.obs.voters[name])
+	return observe.FastPath(m, !known || a.obs.voters[name] || a.currentVoter(name))
 }
 
 // learn takes a gossiped message: a newer announcement is kept and relayed.

@@ -36,6 +36,7 @@ func (a *Agent) status(now protocols.Time) api.Status {
 		TransportAddr: a.peerAddr,
 	}
 	out.Leader = a.leaderName(st)
+	out.Problems = a.problems()
 	if st.Role == protocols.Leader && st.LeaseUntil > now {
 		out.LeaseMS = st.LeaseUntil.Sub(now).Milliseconds()
 		out.LeaseNS = int64(st.LeaseUntil.Sub(now))

@@ -335,5 +335,8 @@ func printStatus(w io.Writer, st api.Status) {
 	if st.TransportAddr != "" {
 		fmt.Fprintf(tw, "libp2p\t%s\n", st.TransportAddr)
 	}
+	for _, p := range st.Problems.List() {
+		fmt.Fprintf(tw, "PROBLEM\t%s\n", p)
+	}
 	_ = tw.Flush()
 }

@@ -3,6 +3,7 @@
 //	agent run -config FILE      run the daemon
 //	agent dev [-nodes N]        run a local cluster to try failover
 //	agent status | members | leader [-wait D] | watch | resign
+//	agent voters [add NAME | remove NAME]
 //	agent exec -- CMD ARGS…     run CMD only while this node leads
 //	agent keygen | version
 //
@@ -40,6 +41,7 @@ func commands() []command {
 		{"leader", "show the leader and epoch; -wait waits for a new leader", runLeader},
 		{"watch", "stream every leadership change", runWatch},
 		{"resign", "ask this agent, if it leads, to hand leadership over", runResign},
+		{"voters", "list the voters; add NAME / remove NAME changes them (majority)", runVoters},
 		{"exec", "run a command only while this node leads", runExec},
 		{"keygen", "print a fresh cluster key for [gossip] key", runKeygen},
 		{"version", "print the version", runVersion},
