@@ -545,6 +545,7 @@ func (a *Agent) handleReady() error {
 		}
 		a.proto.Advance(rd)
 	}
+	a.checkDigest()
 	a.publish()
 	a.announce(a.now())
 	a.checkConfirms()
@@ -558,6 +559,10 @@ func (a *Agent) receive(m protocols.Message) {
 	if _, known := a.byID[m.From]; !known {
 		a.stats.stepErrors++
 		a.log.Debug("message from a node gossip has not introduced", zap.Uint64("from", uint64(m.From)), zap.Stringer("kind", m.Kind))
+		return
+	}
+	if a.settingsConflict(m.From) {
+		a.stats.stepErrors++
 		return
 	}
 	a.stats.received[m.Kind]++

@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/conclave-agent/conclave/api"
+	"github.com/conclave-agent/conclave/config"
 	"github.com/conclave-agent/conclave/localapi"
 	"github.com/conclave-agent/conclave/membership"
 	"github.com/conclave-agent/conclave/protocols"
@@ -316,14 +320,172 @@ func trimRefused(err error) string {
 	return s
 }
 
-// problems is the status's problems list: the configuration conflicts the
-// protocol met. Runs on the loop.
+// problems is the status's problems list: the members whose settings
+// digest disagrees with this agent's now, then the configuration conflicts
+// the protocol met. Runs on the loop.
 func (a *Agent) problems() api.Problems {
-	vc, ok := a.proto.(protocols.VoterChanger)
-	if !ok {
+	var lines []string
+	if len(a.voters.conflicts) > 0 {
+		names := make([]string, 0, len(a.voters.conflicts))
+		for name := range a.voters.conflicts {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		for _, name := range names {
+			lines = append(lines, a.voters.conflicts[name].line)
+		}
+	}
+	if vc, ok := a.proto.(protocols.VoterChanger); ok {
+		lines = append(lines, vc.Problems()...)
+	}
+	if len(lines) == 0 {
 		return ""
 	}
-	return api.NewProblems(vc.Problems())
+	return api.NewProblems(lines)
+}
+
+// The settings digest (docs/voters.md, "Disagreement is caught"): what
+// must agree cluster-wide, published in gossip metadata as
+//
+//	SETTINGS|TERM.INDEX|VOTERS
+//
+// SETTINGS names the protocol and the settings whose mismatch breaks its
+// guarantees (majority: the election timeout, on which the lease rests;
+// ring: the algorithm); TERM.INDEX and VOTERS are the newest voter
+// configuration (majority; VOTERS is "#" and a hash when the list is too
+// long for the metadata budget).
+
+// maxDigestVoters is the longest voter list published as is.
+const maxDigestVoters = 120
+
+// digestConflict is one member's disagreement with this agent.
+type digestConflict struct {
+	settings bool // the settings differ: its election messages are dropped
+	line     string
+}
+
+// digestSettings is the SETTINGS part for this agent's configuration.
+func (a *Agent) digestSettings() string {
+	e := a.cfg.Election
+	switch e.Protocol {
+	case config.ProtocolMajority:
+		return fmt.Sprintf("majority et=%v", e.ElectionTimeout.Std())
+	case config.ProtocolRing:
+		return "ring alg=" + e.RingAlgorithm
+	default:
+		return e.Protocol
+	}
+}
+
+// makeDigest builds the digest of settings and configuration c.
+func makeDigest(settings string, c protocols.Configuration) string {
+	if c.IsZero() {
+		return settings
+	}
+	vs := c.Voters
+	if len(vs) > maxDigestVoters {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(vs))
+		vs = fmt.Sprintf("#%016x", h.Sum64())
+	}
+	return fmt.Sprintf("%s|%d.%d|%s", settings, c.Term, c.Index, vs)
+}
+
+// splitDigest returns a digest's parts; version and voters are "" when it
+// carries no configuration.
+func splitDigest(d string) (settings, version, voters string) {
+	settings, rest, _ := strings.Cut(d, "|")
+	version, voters, _ = strings.Cut(rest, "|")
+	return settings, version, voters
+}
+
+// showVoters prints a digest's voter list for people.
+func showVoters(v string) string {
+	if strings.HasPrefix(v, "#") {
+		return "a list too long to publish (hash " + v[1:] + ")"
+	}
+	return "[" + strings.ReplaceAll(v, ",", " ") + "]"
+}
+
+// checkDigest publishes this agent's digest when it changed and compares
+// every live member's with it. Runs on the loop after every input; the
+// work is a string comparison per member unless something changed.
+func (a *Agent) checkDigest() {
+	t := &a.voters
+	conf := protocols.Configuration{}
+	if _, ok := a.proto.(protocols.VoterChanger); ok {
+		conf = a.proto.Status(a.now()).Config
+	}
+	if t.digest == "" || conf != t.digestConf {
+		t.digestConf = conf
+		t.digest = makeDigest(a.digestSettings(), conf)
+		if dg, ok := a.cluster.(membership.Digester); ok {
+			if err := dg.SetDigest(t.digest); err != nil {
+				a.log.Warn("cannot publish the settings digest", zap.Error(err))
+			}
+		}
+	}
+	if t.seen == nil {
+		t.seen = make(map[string]string)
+		t.conflicts = make(map[string]digestConflict)
+	}
+	for name, m := range a.members {
+		live := m.State == membership.StateAlive || m.State == membership.StateSuspect
+		if !live || m.Digest == "" {
+			if _, ok := t.seen[name]; ok {
+				delete(t.seen, name)
+				delete(t.conflicts, name)
+			}
+			continue
+		}
+		if key := m.Digest + "\x00" + t.digest; t.seen[name] != key {
+			t.seen[name] = key
+			a.compareDigest(name, m.Digest)
+		}
+	}
+	for name := range t.seen {
+		if _, ok := a.members[name]; !ok {
+			delete(t.seen, name)
+			delete(t.conflicts, name)
+		}
+	}
+}
+
+// compareDigest records (and logs, once per change) how member name's
+// digest disagrees with this agent's, or forgets a disagreement that
+// ended.
+func (a *Agent) compareDigest(name, theirs string) {
+	t := &a.voters
+	ourSet, ourVer, ourVoters := splitDigest(t.digest)
+	set, ver, voters := splitDigest(theirs)
+	var c digestConflict
+	switch {
+	case set != ourSet:
+		c = digestConflict{settings: true, line: fmt.Sprintf("%s runs with other settings (%q; this agent %q): its election messages are ignored until they agree", name, set, ourSet)}
+		a.log.Warn("a member runs with settings that must be the same on every agent; ignoring its election messages",
+			zap.String("member", name), zap.String("theirs", set), zap.String("ours", ourSet))
+	case ver != "" && ver == ourVer && voters != ourVoters:
+		c = digestConflict{line: fmt.Sprintf("%s holds voters %s at configuration %s, this agent %s: neither counts the other's vote until one of them adopts a newer configuration", name, showVoters(voters), ver, showVoters(ourVoters))}
+		a.log.Warn("a member holds another voter list at the same configuration version; votes between the two are refused",
+			zap.String("member", name), zap.String("version", ver), zap.String("theirs", showVoters(voters)), zap.String("ours", showVoters(ourVoters)))
+	default:
+		if _, was := t.conflicts[name]; was {
+			a.log.Info("a member agrees again", zap.String("member", name), zap.String("digest", theirs))
+			delete(t.conflicts, name)
+		}
+		return
+	}
+	t.conflicts[name] = c
+}
+
+// settingsConflict reports whether the member with id runs with settings
+// that disagree with this agent's: its election messages are dropped, so
+// neither votes for nor counts the other. Runs on the loop.
+func (a *Agent) settingsConflict(id protocols.ID) bool {
+	if len(a.voters.conflicts) == 0 {
+		return false
+	}
+	return a.voters.conflicts[a.byID[id]].settings
 }
 
 // removedGrace is how long a member removed from the voters keeps getting
@@ -339,6 +501,14 @@ const removedGrace = 10 * time.Second
 type voterTrack struct {
 	conf    protocols.Configuration
 	removed map[string]protocols.Time // name → end of its grace
+
+	// The settings digest: this agent's, the configuration it was made
+	// from, each member's last compared (with ours) and the current
+	// disagreements by member name.
+	digest     string
+	digestConf protocols.Configuration
+	seen       map[string]string
+	conflicts  map[string]digestConflict
 }
 
 // currentVoter reports whether name is a voter of the protocol's newest or

@@ -50,6 +50,9 @@ type Member struct {
 	Version uint16
 	// State is the node's state as last learned by this node.
 	State State
+	// Digest is the node's settings digest (SetDigest), "" from agents
+	// that publish none.
+	Digest string
 }
 
 // ProtocolMember returns the part of m an election protocol needs.

@@ -58,7 +58,12 @@ type Membership struct {
 	ml   *memberlist.Memberlist
 	name string
 	log  *zap.Logger
-	meta []byte
+	// metaMu guards meta, metaLeaving and nm, which SetDigest replaces.
+	metaMu sync.RWMutex
+	nm     nodeMeta
+	// digestDirty and digestPushing coordinate SetDigest with pushDigest.
+	digestDirty, digestPushing bool
+	meta                       []byte
 	// metaLeaving is meta with the leaving flag, published from Leave on.
 	metaLeaving []byte
 	leaving     atomic.Bool
@@ -118,6 +123,7 @@ func Start(cfg Config) (*Membership, error) {
 	m := &Membership{
 		name:        cfg.Name,
 		log:         lg,
+		nm:          nm,
 		meta:        meta,
 		metaLeaving: metaLeaving,
 		events:      newEventQueue(cfg.EventBuffer),
@@ -457,6 +463,7 @@ func (m *Membership) record(kind EventKind, n *memberlist.Node, state State) {
 		PeerAddr: meta.PeerAddr,
 		Version:  meta.Version,
 		State:    state,
+		Digest:   meta.Digest,
 	}
 	m.mu.Lock()
 	for _, other := range m.members {
@@ -547,10 +554,12 @@ type delegate struct{ m *Membership }
 
 // NodeMeta returns the metadata validated by Start.
 func (d *delegate) NodeMeta(limit int) []byte {
+	d.m.metaMu.RLock()
 	meta := d.m.meta
 	if d.m.leaving.Load() {
 		meta = d.m.metaLeaving
 	}
+	d.m.metaMu.RUnlock()
 	if len(meta) > limit {
 		// Start checked against MaxMetaSize; a smaller limit would be a
 		// memberlist change. Publishing nothing beats its panic.

@@ -36,6 +36,7 @@ var errBadMeta = errors.New("bad node metadata")
 //	uvarint protocol version
 //	uvarint len, bytes  libp2p peer id
 //	uvarint len, bytes  libp2p multiaddr
+//	uvarint len, bytes  settings digest (absent from older agents)
 //
 // ONLY APPEND fields: a decoder reads the fields it knows and ignores the
 // rest, so newer agents can add fields that older ones skip.
@@ -57,7 +58,13 @@ type nodeMeta struct {
 	Version  uint16
 	PeerID   string
 	PeerAddr string
+	// Digest is what must agree cluster-wide (SetDigest); opaque here.
+	Digest string
 }
+
+// MaxDigestLen bounds the settings digest a node publishes, so that with
+// the longest peer id and address the metadata still fits MaxMetaSize.
+const MaxDigestLen = 200
 
 func encodeMeta(m nodeMeta) ([]byte, error) {
 	b := make([]byte, 0, 2+4*binary.MaxVarintLen64+len(m.PeerID)+len(m.PeerAddr))
@@ -75,6 +82,13 @@ func encodeMeta(m nodeMeta) ([]byte, error) {
 	b = append(b, m.PeerID...)
 	b = binary.AppendUvarint(b, uint64(len(m.PeerAddr)))
 	b = append(b, m.PeerAddr...)
+	if m.Digest != "" {
+		if len(m.Digest) > MaxDigestLen {
+			return nil, fmt.Errorf("%w: settings digest of %d bytes, at most %d", ErrMetaTooLarge, len(m.Digest), MaxDigestLen)
+		}
+		b = binary.AppendUvarint(b, uint64(len(m.Digest)))
+		b = append(b, m.Digest...)
+	}
 	if len(b) > MaxMetaSize {
 		return nil, fmt.Errorf("%w: %d bytes, memberlist allows %d (peer id %d bytes, peer address %d bytes)",
 			ErrMetaTooLarge, len(b), MaxMetaSize, len(m.PeerID), len(m.PeerAddr))
@@ -106,6 +120,14 @@ func decodeMeta(b []byte) (nodeMeta, error) {
 	m.Version = uint16(v)
 	m.PeerID = r.str("peer id")
 	m.PeerAddr = r.str("peer address")
+	if r.err == nil && len(r.b) > 0 {
+		// A digest that does not read is left out rather than making the
+		// member unusable: it only feeds the agreement check.
+		d := metaReader{b: r.b}
+		if s := d.str("settings digest"); d.err == nil && len(s) <= MaxDigestLen {
+			m.Digest = s
+		}
+	}
 	if r.err != nil {
 		return nodeMeta{}, fmt.Errorf("%w: %w", errBadMeta, r.err)
 	}

@@ -253,3 +253,36 @@ func TestGossipUncompressed(t *testing.T) {
 		}
 	}
 }
+
+func TestMetaDigest(t *testing.T) {
+	m := nodeMeta{ID: 9, Version: 1, PeerID: "12D3KooW", PeerAddr: "/ip4/127.0.0.1/tcp/1", Digest: "majority et=1s|1.3|n1,n2,n3"}
+	b, err := encodeMeta(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeMeta(b)
+	if err != nil || got != m {
+		t.Fatalf("round trip: %+v, %v; want %+v", got, err, m)
+	}
+	// Fields a newer agent appends after the digest are skipped.
+	if got, err := decodeMeta(append(b, 1, 2, 3)); err != nil || got != m {
+		t.Errorf("with appended fields: %+v, %v", got, err)
+	}
+	// Older agents publish none.
+	m.Digest = ""
+	b, _ = encodeMeta(m)
+	if got, err := decodeMeta(b); err != nil || got.Digest != "" {
+		t.Errorf("no digest: %+v, %v", got, err)
+	}
+	m.Digest = strings.Repeat("x", MaxDigestLen+1)
+	if _, err := encodeMeta(m); !errors.Is(err, ErrMetaTooLarge) {
+		t.Errorf("oversized digest: %v", err)
+	}
+	// The longest digest fits beside a real peer id and address.
+	m.Digest = strings.Repeat("x", MaxDigestLen)
+	m.PeerID = "12D3KooWPEYnrcyeaqaJDmT4MyGBiYmpHE4tmWt5ovnG87LQ7z9L"
+	m.PeerAddr = "/ip6/fd00:1234:5678:9abc:def0:1234:5678:9abc/tcp/65535/p2p/" + m.PeerID
+	if _, err := encodeMeta(m); err != nil {
+		t.Errorf("longest digest with an IPv6 address: %v", err)
+	}
+}
