@@ -643,7 +643,7 @@ func (a *Agent) applyMember(m membership.Member) {
 			return
 		}
 		a.log.Info("member down", zap.String("member", m.Name), zap.Stringer("state", m.State))
-		a.proto.MemberDown(now, m.ID)
+		a.memberDown(now, m.ID, m.Name)
 		a.forgetDetector(now, m.ID)
 		if m.State == membership.StateLeft {
 			// It said goodbye: stop its sender and refuse its streams.
@@ -706,9 +706,10 @@ func (a *Agent) dropID(now protocols.Time, id protocols.ID) {
 	if id == protocols.None {
 		return
 	}
+	name := a.byID[id]
 	delete(a.byID, id)
 	a.tr.RemovePeer(id)
-	a.proto.MemberDown(now, id)
+	a.memberDown(now, id, name)
 	a.forgetDetector(now, id)
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -112,27 +113,60 @@ func (a *Agent) changeVoters(ctx context.Context, c protocols.VoterChange) (api.
 	)
 	doErr := a.do(ctx, func() {
 		now := a.now()
-		vc, ok := a.proto.(protocols.VoterChanger)
-		if !ok {
+		if _, ok := a.proto.(protocols.VoterChanger); !ok {
 			err = a.noVoters()
 			return
 		}
 		if err = a.checkVoterChange(c); err != nil {
 			return
 		}
-		if err = vc.ChangeVoters(now, c); err != nil {
-			err = explainVoterChange(c, err)
-			return
+		if c.Add != "" {
+			// The protocol counts the new member towards the new
+			// set's quorum only once it answered heartbeats, and the
+			// observers' fast path sends it none yet: let it have
+			// them from now on.
+			a.voters.heartbeat(c.Add, now.Add(removedGrace))
 		}
-		target = a.proto.Status(now).Config
-		a.log.Info("voter change proposed", zap.String("add", c.Add), zap.String("remove", c.Remove),
-			zap.Uint64("index", target.Index), zap.Strings("voters", target.VoterList()))
 	})
 	if doErr != nil {
 		return api.Voters{}, doErr
 	}
 	if err != nil {
 		return api.Voters{}, err
+	}
+	// A member being added answers its first heartbeats within a round
+	// or two; until then the protocol may say the change would lose the
+	// quorum (adding a second voter to a cluster of one).
+	retryUntil := time.Now().Add(2 * a.cfg.Election.ElectionTimeout.Std())
+	for {
+		doErr = a.do(ctx, func() {
+			now := a.now()
+			vc, ok := a.proto.(protocols.VoterChanger)
+			if !ok {
+				err = a.noVoters()
+				return
+			}
+			if err = vc.ChangeVoters(now, c); err != nil {
+				return
+			}
+			target = a.proto.Status(now).Config
+			a.log.Info("voter change proposed", zap.String("add", c.Add), zap.String("remove", c.Remove),
+				zap.Uint64("index", target.Index), zap.Strings("voters", target.VoterList()))
+		})
+		if doErr != nil {
+			return api.Voters{}, doErr
+		}
+		if c.Add == "" || !errors.Is(err, protocols.ErrWouldLoseQuorum) || time.Now().After(retryUntil) {
+			break
+		}
+		select {
+		case <-time.After(commitPoll):
+		case <-ctx.Done():
+			return api.Voters{}, fmt.Errorf("voter change: %w", ctx.Err())
+		}
+	}
+	if err != nil {
+		return api.Voters{}, explainVoterChange(c, err)
 	}
 	return a.awaitCommit(ctx, target)
 }
@@ -332,7 +366,9 @@ func (a *Agent) problems() api.Problems {
 		}
 		slices.Sort(names)
 		for _, name := range names {
-			lines = append(lines, a.voters.conflicts[name].line)
+			if l := a.voters.conflicts[name].line; l != "" {
+				lines = append(lines, l)
+			}
 		}
 	}
 	if vc, ok := a.proto.(protocols.VoterChanger); ok {
@@ -361,7 +397,11 @@ const maxDigestVoters = 120
 // digestConflict is one member's disagreement with this agent.
 type digestConflict struct {
 	settings bool // the settings differ: its election messages are dropped
-	line     string
+	// bootstrap: this agent is at its bootstrap configuration and the
+	// member showed another list or a formed cluster; the protocol is not
+	// told the member is down while it stays so (memberDown).
+	bootstrap bool
+	line      string // "" when there is nothing to report
 }
 
 // digestSettings is the SETTINGS part for this agent's configuration.
@@ -419,6 +459,9 @@ func (a *Agent) checkDigest() {
 	if t.digest == "" || conf != t.digestConf {
 		t.digestConf = conf
 		t.digest = makeDigest(a.digestSettings(), conf)
+		if conf.Index > 0 && len(t.heldDown) > 0 {
+			a.releaseHeldDown(a.now())
+		}
 		if dg, ok := a.cluster.(membership.Digester); ok {
 			if err := dg.SetDigest(t.digest); err != nil {
 				a.log.Warn("cannot publish the settings digest", zap.Error(err))
@@ -464,18 +507,97 @@ func (a *Agent) compareDigest(name, theirs string) {
 		c = digestConflict{settings: true, line: fmt.Sprintf("%s runs with other settings (%q; this agent %q): its election messages are ignored until they agree", name, set, ourSet)}
 		a.log.Warn("a member runs with settings that must be the same on every agent; ignoring its election messages",
 			zap.String("member", name), zap.String("theirs", set), zap.String("ours", ourSet))
+	case ver != "" && ver == ourVer && voters != ourVoters && versionIndex(ver) == 0:
+		c = digestConflict{bootstrap: true, line: fmt.Sprintf("%s bootstraps with voters %s, this agent with %s: fix the config files' election.voters so they agree; until one of them joins a formed cluster neither elects without the other", name, showVoters(voters), showVoters(ourVoters))}
+		a.log.Warn("a member bootstraps with another voter list; neither elects without the other until the lists agree",
+			zap.String("member", name), zap.String("theirs", showVoters(voters)), zap.String("ours", showVoters(ourVoters)))
+	case ver != "" && versionIndex(ourVer) == 0 && versionIndex(ver) > 0:
+		// A formed cluster exists: this agent must join it, never form
+		// another, even once that member is gone.
+		c = digestConflict{bootstrap: true}
+		if !digestHas(voters, a.self.Name) {
+			c.line = fmt.Sprintf("%s belongs to a formed cluster whose voters %s leave this agent out (its bootstrap list is %s): it waits and will not form another; on that cluster's leader, 'agent voters add %s' makes it a voter", name, showVoters(voters), showVoters(ourVoters), a.self.Name)
+			a.log.Warn("a member belongs to a formed cluster that leaves this agent out; waiting to be added, not forming another",
+				zap.String("member", name), zap.String("version", ver), zap.String("theirs", showVoters(voters)), zap.String("ours", showVoters(ourVoters)))
+		}
+	case ver != "" && versionIndex(ver) == 0 && versionIndex(ourVer) > 0 && voters != ourVoters && !digestHas(ourVoters, name):
+		c = digestConflict{line: fmt.Sprintf("%s has not joined this cluster: it holds the bootstrap list %s, not a voter of %s; add it with 'agent voters add %s' if it should vote, or fix its election.voters", name, showVoters(voters), showVoters(ourVoters), name)}
 	case ver != "" && ver == ourVer && voters != ourVoters:
 		c = digestConflict{line: fmt.Sprintf("%s holds voters %s at configuration %s, this agent %s: neither counts the other's vote until one of them adopts a newer configuration", name, showVoters(voters), ver, showVoters(ourVoters))}
 		a.log.Warn("a member holds another voter list at the same configuration version; votes between the two are refused",
 			zap.String("member", name), zap.String("version", ver), zap.String("theirs", showVoters(voters)), zap.String("ours", showVoters(ourVoters)))
 	default:
-		if _, was := t.conflicts[name]; was {
-			a.log.Info("a member agrees again", zap.String("member", name), zap.String("digest", theirs))
+		if prev, was := t.conflicts[name]; was {
+			if prev.line != "" {
+				a.log.Info("a member agrees again", zap.String("member", name), zap.String("digest", theirs))
+			}
 			delete(t.conflicts, name)
 		}
 		return
 	}
 	t.conflicts[name] = c
+}
+
+// versionIndex is the index of a digest's TERM.INDEX.
+func versionIndex(ver string) uint64 {
+	_, idx, _ := strings.Cut(ver, ".")
+	n, err := strconv.ParseUint(idx, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// digestHas reports whether a digest's voter list names name (false for a
+// hashed list: unknown).
+func digestHas(voters, name string) bool {
+	for v := range strings.SplitSeq(voters, ",") {
+		if v == name {
+			return true
+		}
+	}
+	return false
+}
+
+// memberDown tells the protocol that member id (name) is dead or gone,
+// except while this agent is at its bootstrap configuration and that
+// member showed another bootstrap list or a formed cluster: the protocol's
+// bootstrap lets a candidate win once every member gossip still reports
+// alive answered, so a member that disagreed would, once down, let this
+// agent form a second cluster with its own list (issue 14: n1 with ["n1"]
+// partitioned from n2 and n3). Held back, it keeps the bootstrap waiting;
+// the protocol hears of it when this agent adopts a formed configuration
+// (releaseHeldDown). Runs on the loop.
+func (a *Agent) memberDown(now protocols.Time, id protocols.ID, name string) {
+	if c, ok := a.voters.conflicts[name]; ok && c.bootstrap && versionIndex(splitVersion(a.voters.digest)) == 0 {
+		if a.voters.heldDown == nil {
+			a.voters.heldDown = make(map[protocols.ID]string)
+		}
+		if _, held := a.voters.heldDown[id]; !held {
+			a.log.Info("not counting a member out of the bootstrap: it disagreed on the voters", zap.String("member", name))
+		}
+		a.voters.heldDown[id] = name
+		return
+	}
+	a.proto.MemberDown(now, id)
+}
+
+// releaseHeldDown tells the protocol of the members memberDown held back,
+// once this agent has left its bootstrap configuration, for those still
+// down.
+func (a *Agent) releaseHeldDown(now protocols.Time) {
+	for id, name := range a.voters.heldDown {
+		delete(a.voters.heldDown, id)
+		m, ok := a.members[name]
+		if !ok || m.ID != id || a.byID[id] != name || m.State == membership.StateDead || m.State == membership.StateLeft {
+			a.proto.MemberDown(now, id)
+		}
+	}
+}
+
+func splitVersion(d string) string {
+	_, v, _ := splitDigest(d)
+	return v
 }
 
 // settingsConflict reports whether the member with id runs with settings
@@ -499,8 +621,10 @@ const removedGrace = 10 * time.Second
 // added at runtime must get heartbeats (they carry the configuration), and
 // a removed one must hear that its removal committed.
 type voterTrack struct {
-	conf    protocols.Configuration
-	removed map[string]protocols.Time // name → end of its grace
+	conf protocols.Configuration
+	// removed holds the members that get heartbeats although not voters:
+	// removed ones for a grace, and ones being added; name → until when.
+	removed map[string]protocols.Time
 
 	// The settings digest: this agent's, the configuration it was made
 	// from, each member's last compared (with ours) and the current
@@ -509,6 +633,17 @@ type voterTrack struct {
 	digestConf protocols.Configuration
 	seen       map[string]string
 	conflicts  map[string]digestConflict
+	// heldDown are the members memberDown did not report down yet.
+	heldDown map[protocols.ID]string
+}
+
+// heartbeat lets name have the leader's messages over the transport until
+// until, voter or not.
+func (t *voterTrack) heartbeat(name string, until protocols.Time) {
+	if t.removed == nil {
+		t.removed = make(map[string]protocols.Time)
+	}
+	t.removed[name] = until
 }
 
 // currentVoter reports whether name is a voter of the protocol's newest or
@@ -540,6 +675,7 @@ func (a *Agent) currentVoter(name string) bool {
 	if st.Config.Has(name) || st.Committed.Has(name) {
 		return true
 	}
+	// A member being added, or one removed within removedGrace.
 	until, ok := t.removed[name]
 	if ok && now >= until {
 		delete(t.removed, name)
