@@ -33,16 +33,51 @@ const commitPoll = 10 * time.Millisecond
 
 var _ localapi.VoterBackend = backend{}
 
-// Voters implements localapi.VoterBackend.
+// queryTimeout bounds asking the leader for its voters; past it a
+// follower answers with its own view.
+const queryTimeout = 2 * time.Second
+
+// Voters implements localapi.VoterBackend. A follower or an observer asks
+// the leader, whose committed set is the one that counts (an observer
+// gets no heartbeats, so its own copy lags), and answers with its own view
+// when it cannot.
 func (b backend) Voters(ctx context.Context) (api.Voters, error) {
+	a := b.a
 	var (
-		v   api.Voters
-		err error
+		v      api.Voters
+		err    error
+		leader protocols.ID
+		name   string
 	)
-	if doErr := b.a.do(ctx, func() { v, err = b.a.votersView(b.a.now()) }); doErr != nil {
+	if doErr := a.do(ctx, func() {
+		now := a.now()
+		if v, err = a.votersView(now); err == nil {
+			leader, name, _ = a.voterLeader(now)
+		}
+	}); doErr != nil {
 		return v, doErr
 	}
-	return v, err
+	if err != nil || leader == protocols.None || leader == a.self.ID {
+		return v, err
+	}
+	fw, ok := a.tr.(transport.Forwarder)
+	if !ok {
+		return v, nil
+	}
+	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	rep, ferr := fw.ForwardVoters(qctx, leader, transport.VoterRequest{})
+	if ferr != nil || rep.Code != transport.ForwardOK {
+		return v, nil
+	}
+	lv := api.Voters{Index: rep.Index, Term: rep.Term, Voters: splitVoters(rep.Voters), Leader: name}
+	if lv.Voters == nil {
+		lv.Voters = []string{}
+	}
+	if rep.PendingIndex != 0 || rep.PendingVoters != "" {
+		lv.Pending = &api.PendingVoters{Index: rep.PendingIndex, Term: rep.PendingTerm, Voters: splitVoters(rep.PendingVoters)}
+	}
+	return lv, nil
 }
 
 // ChangeVoters implements localapi.VoterBackend: the leader applies the
@@ -299,7 +334,10 @@ func (a *Agent) serveVoterForwards() {
 	}
 	fw.HandleVoters(func(ctx context.Context, from protocols.ID, req transport.VoterRequest) transport.VoterReply {
 		rep := transport.VoterReply{Leader: a.self.Name}
-		if (req.Add == "") == (req.Remove == "") {
+		if req.Add == "" && req.Remove == "" {
+			return a.answerVotersQuery(ctx, rep)
+		}
+		if req.Add != "" && req.Remove != "" {
 			rep.Code, rep.Error = transport.ForwardBadRequest, "name exactly one member to add or to remove"
 			return rep
 		}
@@ -341,6 +379,33 @@ func (a *Agent) serveVoterForwards() {
 		}
 		return rep
 	})
+}
+
+// answerVotersQuery answers a forwarded query with this agent's voter
+// configuration, if it leads.
+func (a *Agent) answerVotersQuery(ctx context.Context, rep transport.VoterReply) transport.VoterReply {
+	var (
+		st    protocols.Status
+		leads bool
+	)
+	if err := a.do(ctx, func() {
+		now := a.now()
+		leader, _, err := a.voterLeader(now)
+		leads = err == nil && leader == a.self.ID
+		st = a.proto.Status(now)
+	}); err != nil {
+		rep.Code, rep.Error = transport.ForwardUnavailable, err.Error()
+		return rep
+	}
+	if !leads {
+		rep.Code, rep.Error = transport.ForwardNotLeader, a.self.Name+" does not lead"
+		return rep
+	}
+	rep.Code, rep.Term, rep.Index, rep.Voters = transport.ForwardOK, st.Committed.Term, st.Committed.Index, st.Committed.Voters
+	if st.Config != st.Committed && !st.Config.IsZero() {
+		rep.PendingTerm, rep.PendingIndex, rep.PendingVoters = st.Config.Term, st.Config.Index, st.Config.Voters
+	}
+	return rep
 }
 
 // trimRefused drops the "voter change refused: " prefix the follower adds

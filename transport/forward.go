@@ -23,8 +23,8 @@ import (
 const VotersProtocolID = "/conclave/voters/1"
 
 // MaxForwardBytes bounds a forwarded request or reply body. A reply holds at
-// most protocols.MaxVotersLen bytes of voter names plus a short error.
-const MaxForwardBytes = protocols.MaxVotersLen + 1024
+// most two voter lists of protocols.MaxVotersLen bytes plus a short error.
+const MaxForwardBytes = 2*protocols.MaxVotersLen + 1024
 
 // maxForwardsInFlight bounds the forwarded changes one host serves at once:
 // each waits up to its deadline for a commit, and one change at a time can
@@ -52,7 +52,9 @@ const (
 	forwardCodes
 )
 
-// VoterRequest is a forwarded voter change: exactly one of Add and Remove.
+// VoterRequest is a forwarded voter change: exactly one of Add and Remove;
+// neither asks the leader for its voter configuration (agent voters on a
+// follower or an observer, whose own view may lag).
 type VoterRequest struct {
 	Add    string `msgpack:"a,omitempty"`
 	Remove string `msgpack:"r,omitempty"`
@@ -69,6 +71,11 @@ type VoterReply struct {
 	Voters string `msgpack:"v,omitempty"`
 	// Leader is the name of the agent that answered.
 	Leader string `msgpack:"l,omitempty"`
+	// PendingTerm, PendingIndex and PendingVoters are a newer
+	// configuration not committed yet (a query's answer), if any.
+	PendingTerm   uint64 `msgpack:"pt,omitempty"`
+	PendingIndex  uint64 `msgpack:"pi,omitempty"`
+	PendingVoters string `msgpack:"pv,omitempty"`
 }
 
 // VoterHandler serves one forwarded change from member from. It must
@@ -89,7 +96,7 @@ var _ Forwarder = (*Host)(nil)
 // fields of the forwarded messages, and whether each is a string.
 var (
 	requestFields = map[string]bool{"a": true, "r": true}
-	replyFields   = map[string]bool{"c": false, "e": true, "t": false, "i": false, "v": true, "l": true}
+	replyFields   = map[string]bool{"c": false, "e": true, "t": false, "i": false, "v": true, "l": true, "pt": false, "pi": false, "pv": true}
 )
 
 // EncodeVoterRequest returns the frame (length prefix and body) of req.
@@ -141,6 +148,9 @@ func DecodeVoterReply(body []byte) (VoterReply, error) {
 		Index  uint64 `msgpack:"i"`
 		Voters string `msgpack:"v"`
 		Leader string `msgpack:"l"`
+		PTerm  uint64 `msgpack:"pt"`
+		PIndex uint64 `msgpack:"pi"`
+		PVoter string `msgpack:"pv"`
 	}
 	if err := msgpack.Unmarshal(body, &w); err != nil {
 		return rep, fmt.Errorf("%w: %v", ErrMalformed, err)
@@ -148,12 +158,13 @@ func DecodeVoterReply(body []byte) (VoterReply, error) {
 	switch {
 	case w.Code >= uint64(forwardCodes):
 		return rep, fmt.Errorf("%w: reply code %d", ErrOutOfRange, w.Code)
-	case len(w.Voters) > protocols.MaxVotersLen:
-		return rep, fmt.Errorf("%w: voters %d bytes, at most %d", ErrOutOfRange, len(w.Voters), protocols.MaxVotersLen)
+	case len(w.Voters) > protocols.MaxVotersLen || len(w.PVoter) > protocols.MaxVotersLen:
+		return rep, fmt.Errorf("%w: voters %d and %d bytes, at most %d", ErrOutOfRange, len(w.Voters), len(w.PVoter), protocols.MaxVotersLen)
 	case len(w.Leader) > protocols.MaxNameLen:
 		return rep, fmt.Errorf("%w: leader name %d bytes, at most %d", ErrOutOfRange, len(w.Leader), protocols.MaxNameLen)
 	}
-	return VoterReply{Code: uint8(w.Code), Error: w.Error, Term: w.Term, Index: w.Index, Voters: w.Voters, Leader: w.Leader}, nil
+	return VoterReply{Code: uint8(w.Code), Error: w.Error, Term: w.Term, Index: w.Index, Voters: w.Voters, Leader: w.Leader,
+		PendingTerm: w.PTerm, PendingIndex: w.PIndex, PendingVoters: w.PVoter}, nil
 }
 
 // checkForward walks a flat msgpack map whose known keys are strings or

@@ -25,7 +25,7 @@ func TestForwardVotersRoundTrip(t *testing.T) {
 			return VoterReply{Code: ForwardRefused, Error: "wrong sender"}
 		}
 		got <- req
-		return VoterReply{Code: ForwardOK, Term: 3, Index: 7, Voters: "n1,n2,n4", Leader: "n2"}
+		return VoterReply{Code: ForwardOK, Term: 3, Index: 7, Voters: "n1,n2,n4", Leader: "n2", PendingTerm: 3, PendingIndex: 8, PendingVoters: "n1,n2"}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -36,7 +36,7 @@ func TestForwardVotersRoundTrip(t *testing.T) {
 	if req := <-got; req != (VoterRequest{Add: "n4"}) {
 		t.Errorf("handler got %+v", req)
 	}
-	if want := (VoterReply{Code: ForwardOK, Term: 3, Index: 7, Voters: "n1,n2,n4", Leader: "n2"}); rep != want {
+	if want := (VoterReply{Code: ForwardOK, Term: 3, Index: 7, Voters: "n1,n2,n4", Leader: "n2", PendingTerm: 3, PendingIndex: 8, PendingVoters: "n1,n2"}); rep != want {
 		t.Errorf("reply %+v, want %+v", rep, want)
 	}
 	// A host that is not a member may not forward.

@@ -27,7 +27,7 @@ func runRecover(_ context.Context, args []string, stdout, stderr io.Writer) int 
 	path := fs.String("config", "", "the stopped agent's TOML configuration (its node.data_dir is rewritten)")
 	dataDir := fs.String("data-dir", "", "the data directory to rewrite, instead of -config")
 	votersFlag := fs.String("voters", "", "the new voters, comma-separated: the survivors, e.g. n3,n4,n5 (required)")
-	minTerm := fs.Uint64("term", 0, "raise the term to at least this (give every survivor the same value: the highest term 'agent recover' printed on any of them)")
+	minTerm := fs.Uint64("term", 0, "set the term to at least this (give every survivor the same value: the highest term 'agent recover' printed on any of them)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: agent recover -config FILE -voters n3,n4,n5 [-term N]")
 		fmt.Fprintln(stderr, "Rewrites a STOPPED majority agent's voter set after the quorum is lost for good.")
@@ -96,11 +96,11 @@ func recoverDir(dir, name string, voters []string, minTerm uint64, out io.Writer
 	if err != nil {
 		return err
 	}
-	term := max(old.Term, old.Epoch, minTerm)
-	if term >= protocols.Ceiling {
-		return fmt.Errorf("term %d leaves no room below the ceiling %d", term, protocols.Ceiling)
+	seen := max(old.Term, old.Epoch)
+	if seen >= protocols.Ceiling || minTerm > protocols.Ceiling {
+		return fmt.Errorf("term %d leaves no room below the ceiling %d", max(seen, minTerm), protocols.Ceiling)
 	}
-	term++
+	term := max(seen+1, minTerm)
 	conf, err := protocols.NewConfiguration(term, old.Config.Index+1, voters)
 	if err != nil {
 		return fmt.Errorf("-voters: %w", err)
@@ -114,7 +114,7 @@ func recoverDir(dir, name string, voters []string, minTerm uint64, out io.Writer
 		who = fmt.Sprintf("%s (data directory %s)", name, dir)
 	}
 	fmt.Fprintf(out, "recovered %s:\n", who)
-	fmt.Fprintf(out, "  term and epoch %d → %d\n", max(old.Term, old.Epoch), term)
+	fmt.Fprintf(out, "  term and epoch %d → %d\n", seen, term)
 	if old.Config.IsZero() {
 		fmt.Fprintf(out, "  voters (none recorded) → %s (index %d, committed)\n", strings.Join(conf.VoterList(), " "), conf.Index)
 	} else {
@@ -129,10 +129,10 @@ func recoverDir(dir, name string, voters []string, minTerm uint64, out io.Writer
 			lost = append(lost, v)
 		}
 	}
-	fmt.Fprintf(out, "Run it on every other survivor with the same -voters and -term %d, then start them.\n", term-1)
+	fmt.Fprintf(out, "Run it on every other survivor with the same -voters and -term %d (or the highest term another printed), then start them.\n", term)
 	fmt.Fprintln(out, "UNSAFE if a member left out of -voters comes back with its old data: it still holds the old voter set")
 	if len(lost) > 0 {
-		fmt.Fprintf(out, "and could elect a second leader with the other lost members. Before starting %s again, delete its data directory.\n", strings.Join(lost, ", "))
+		fmt.Fprintf(out, "and could elect a second leader with the other lost members. Before starting %s again, delete the data directory.\n", strings.Join(lost, " or "))
 	} else {
 		fmt.Fprintln(out, "and could elect a second leader with the other lost members. Delete their data directories before starting them again.")
 	}
