@@ -19,6 +19,15 @@ var _ Digester = (*Membership)(nil)
 // digestPushTimeout bounds one wait for memberlist to gossip new metadata.
 const digestPushTimeout = time.Second
 
+// kickDigest wakes a digest push waiting for the first join. Called from
+// memberlist's callbacks: it never blocks.
+func (m *Membership) kickDigest() {
+	select {
+	case m.joined <- struct{}{}:
+	default:
+	}
+}
+
 // SetDigest publishes d, a short description of the settings that must
 // agree cluster-wide (the agent's business; at most MaxDigestLen bytes),
 // in this node's metadata. Peers see it as Member.Digest with an
@@ -54,6 +63,20 @@ func (m *Membership) SetDigest(d string) error {
 // pushDigest gossips the metadata until no change is left unsent.
 func (m *Membership) pushDigest() {
 	for {
+		// Not before this node has joined someone: the join's push/pull
+		// carries the metadata memberlist last announced, and an update
+		// racing the join left a peer never learning of another (seen in
+		// test/multihost). Until then, wait.
+		for m.ml.NumMembers() < 2 {
+			select {
+			case <-m.stopJoin:
+				m.metaMu.Lock()
+				m.digestPushing = false
+				m.metaMu.Unlock()
+				return
+			case <-m.joined:
+			}
+		}
 		m.metaMu.Lock()
 		if !m.digestDirty {
 			m.digestPushing = false

@@ -61,8 +61,10 @@ type Membership struct {
 	// metaMu guards meta, metaLeaving and nm, which SetDigest replaces.
 	metaMu sync.RWMutex
 	nm     nodeMeta
-	// digestDirty and digestPushing coordinate SetDigest with pushDigest.
+	// digestDirty and digestPushing coordinate SetDigest with pushDigest;
+	// joined wakes a push waiting for the first member (kickDigest).
 	digestDirty, digestPushing bool
+	joined                     chan struct{}
 	meta                       []byte
 	// metaLeaving is meta with the leaving flag, published from Leave on.
 	metaLeaving []byte
@@ -124,6 +126,7 @@ func Start(cfg Config) (*Membership, error) {
 		name:        cfg.Name,
 		log:         lg,
 		nm:          nm,
+		joined:      make(chan struct{}, 1),
 		meta:        meta,
 		metaLeaving: metaLeaving,
 		events:      newEventQueue(cfg.EventBuffer),
@@ -575,7 +578,10 @@ func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte {
 func (d *delegate) LocalState(join bool) []byte            { return nil }
 func (d *delegate) MergeRemoteState(buf []byte, join bool) {}
 
-func (d *delegate) NotifyJoin(n *memberlist.Node) { d.m.record(EventAlive, n, StateAlive) }
+func (d *delegate) NotifyJoin(n *memberlist.Node) {
+	d.m.record(EventAlive, n, StateAlive)
+	d.m.kickDigest()
+}
 
 func (d *delegate) NotifyLeave(n *memberlist.Node) {
 	// n.State is not memberlist's view of the node (its nodeState shadows
