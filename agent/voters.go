@@ -459,6 +459,10 @@ func (a *Agent) problems() api.Problems {
 // maxDigestVoters is the longest voter list published as is.
 const maxDigestVoters = 120
 
+// seenDigest is a member's digest and this agent's when they were last
+// compared.
+type seenDigest struct{ theirs, ours string }
+
 // digestConflict is one member's disagreement with this agent.
 type digestConflict struct {
 	settings bool // the settings differ: its election messages are dropped
@@ -534,7 +538,7 @@ func (a *Agent) checkDigest() {
 		}
 	}
 	if t.seen == nil {
-		t.seen = make(map[string]string)
+		t.seen = make(map[string]seenDigest)
 		t.conflicts = make(map[string]digestConflict)
 	}
 	for name, m := range a.members {
@@ -546,8 +550,8 @@ func (a *Agent) checkDigest() {
 			}
 			continue
 		}
-		if key := m.Digest + "\x00" + t.digest; t.seen[name] != key {
-			t.seen[name] = key
+		if seen, ok := t.seen[name]; !ok || seen.theirs != m.Digest || seen.ours != t.digest {
+			t.seen[name] = seenDigest{theirs: m.Digest, ours: t.digest}
 			a.compareDigest(name, m.Digest)
 		}
 	}
@@ -572,6 +576,13 @@ func (a *Agent) compareDigest(name, theirs string) {
 		c = digestConflict{settings: true, line: fmt.Sprintf("%s runs with other settings (%q; this agent %q): its election messages are ignored until they agree", name, set, ourSet)}
 		a.log.Warn("a member runs with settings that must be the same on every agent; ignoring its election messages",
 			zap.String("member", name), zap.String("theirs", set), zap.String("ours", ourSet))
+		if prev := t.conflicts[name]; !prev.settings {
+			// Out of the election altogether, not only unheard: the
+			// bootstrap would otherwise wait for its answer for ever.
+			if m, ok := a.members[name]; ok && a.byID[m.ID] == name {
+				a.proto.MemberDown(a.now(), m.ID)
+			}
+		}
 	case ver != "" && ver == ourVer && voters != ourVoters && versionIndex(ver) == 0:
 		c = digestConflict{bootstrap: true, line: fmt.Sprintf("%s bootstraps with voters %s, this agent with %s: fix the config files' election.voters so they agree; until one of them joins a formed cluster neither elects without the other", name, showVoters(voters), showVoters(ourVoters))}
 		a.log.Warn("a member bootstraps with another voter list; neither elects without the other until the lists agree",
@@ -597,6 +608,10 @@ func (a *Agent) compareDigest(name, theirs string) {
 				a.log.Info("a member agrees again", zap.String("member", name), zap.String("digest", theirs))
 			}
 			delete(t.conflicts, name)
+			if m, ok := a.members[name]; ok && prev.settings && a.byID[m.ID] == name &&
+				(m.State == membership.StateAlive || m.State == membership.StateSuspect) {
+				a.proto.MemberUp(a.now(), m.ProtocolMember())
+			}
 		}
 		return
 	}
@@ -696,7 +711,7 @@ type voterTrack struct {
 	// disagreements by member name.
 	digest     string
 	digestConf protocols.Configuration
-	seen       map[string]string
+	seen       map[string]seenDigest
 	conflicts  map[string]digestConflict
 	// heldDown are the members memberDown did not report down yet.
 	heldDown map[protocols.ID]string

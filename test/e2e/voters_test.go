@@ -246,3 +246,35 @@ func TestVoterChangesAcrossFailures(t *testing.T) {
 	}
 	w.check(t)
 }
+
+// TestSettingsMismatchIsRefused gives one agent of three another election
+// timeout (the majority lease rests on it): the other two elect between
+// themselves, drop its election messages, and every one of them names the
+// disagreement in `agent status`.
+func TestSettingsMismatchIsRefused(t *testing.T) {
+	c := newCluster(t, 3, "majority")
+	n3 := c.byName("n3")
+	n3.args = append(n3.args, "-election.election_timeout=700ms")
+	c.startAll()
+	w := watchLeaders(c)
+	waitFor(t, electWait, "n1 and n2 to agree on a leader, and every agent to show the mismatch", func() (bool, string) {
+		a, why := agreed([]*node{c.byName("n1"), c.byName("n2")}, 0)
+		if why != "" {
+			return false, why
+		}
+		if a.leader == "n3" {
+			t.Fatalf("n3, whose settings differ, leads")
+		}
+		for _, nd := range c.nodes {
+			code, out := nd.cli(t, "status")
+			if code != 0 || !strings.Contains(out, "PROBLEM") || !strings.Contains(out, "other settings") || !strings.Contains(out, "et=700ms") {
+				return false, fmt.Sprintf("%s: exit %d: %s", nd.name, code, out)
+			}
+		}
+		return true, ""
+	})
+	if st, err := n3.status(); err != nil || st.Leader != "" || st.Role == api.RoleLeader {
+		t.Errorf("n3 follows a leader whose messages it should not take: %+v, %v", st, err)
+	}
+	w.check(t)
+}
