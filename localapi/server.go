@@ -163,14 +163,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case r.Method != h.method && !(h.method == http.MethodGet && r.Method == http.MethodHead) && !(h.post && r.Method == http.MethodPost):
 		rec.Header().Set("Allow", h.allow())
-		writeError(rec, http.StatusMethodNotAllowed, fmt.Sprintf("%s needs %s, not %s", r.URL.Path, h.method, r.Method))
+		writeError(rec, http.StatusMethodNotAllowed, fmt.Sprintf("%s needs %s, not %s", r.URL.Path, h.allow(), r.Method))
 		return
 	case r.ContentLength > MaxBodyBytes:
 		writeError(rec, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", MaxBodyBytes))
 		return
 	}
 	if r.ContentLength != 0 && !h.body {
-		// No endpoint uses a body, but clients may send one ("{}" on a
+		// Only body endpoints use one, but clients may send one ("{}" on a
 		// POST). Read it now, bounded in size and time, before acting:
 		// left unread, net/http would try to drain it after the handler
 		// and wait forever for a client that never sends it.
