@@ -241,6 +241,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 	if a.core, err = core.New(a.coreConfig(hs, peerAddr)); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
+	a.serveVoterForwards()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metricsCollector{a}, healthCollector{a}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -515,7 +516,8 @@ func (a *Agent) closeAll() {
 }
 
 // handleReady carries out the core's Ready in the driver contract's order:
-// persist, send, change peers, gossip, publish, answer; then advance.
+// persist, send, change peers, gossip, publish (the settings digest, the
+// status, the hooks), answer; then advance.
 func (a *Agent) handleReady() error {
 	for a.core.HasReady() {
 		rd := a.core.Ready()
@@ -539,6 +541,13 @@ func (a *Agent) handleReady() error {
 		}
 		for _, ann := range rd.Announcements {
 			a.gossipAnnouncement(ann)
+		}
+		if rd.Digest != "" {
+			if dg, ok := a.cluster.(membership.Digester); ok {
+				if err := dg.SetDigest(rd.Digest); err != nil {
+					a.log.Warn("cannot publish the settings digest", zap.Error(err))
+				}
+			}
 		}
 		if rd.Status != nil {
 			a.hub.Publish(*rd.Status)

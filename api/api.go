@@ -12,7 +12,9 @@
 package api
 
 import (
+	"encoding/json"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -38,6 +40,13 @@ const (
 	PathHealth = "/v1/health"
 	// PathMetrics: GET → Prometheus text exposition.
 	PathMetrics = "/metrics"
+	// PathVoters: GET → Voters (majority). POST with a VoterChange body →
+	// Voters once the change is committed; 409 with Error when it is
+	// refused (a change in flight, an unknown member, the quorum would be
+	// lost), 503 when no leader can take it, 400 for a protocol without
+	// voters; 403 like PathResign. Any agent takes it: a follower or an
+	// observer forwards it to the leader.
+	PathVoters = "/v1/voters"
 )
 
 // Query parameters.
@@ -142,6 +151,55 @@ type Status struct {
 	// Health is this agent's fitness to lead (checks, maintenance); absent
 	// from agents before it.
 	Health *HealthReport `json:"health,omitempty"`
+	// Problems lists what this agent found wrong with the cluster's
+	// agreement, one sentence each: another member holding a different
+	// voter list or settings at the same configuration index
+	// (docs/voters.md). Absent when there are none. On the wire it is a
+	// list of strings; in Go a Problems value, so that Status stays
+	// comparable.
+	Problems Problems `json:"problems,omitempty"`
+}
+
+// Problems is a list of one-line sentences, kept as one string (the lines
+// joined by newlines) so that a Status can still be compared with ==. It
+// travels as a JSON list of strings.
+type Problems string
+
+// NewProblems joins lines into a Problems value. Newlines inside a line
+// become spaces.
+func NewProblems(lines []string) Problems {
+	clean := make([]string, 0, len(lines))
+	for _, l := range lines {
+		clean = append(clean, strings.ReplaceAll(l, "\n", " "))
+	}
+	return Problems(strings.Join(clean, "\n"))
+}
+
+// List returns the sentences, nil when there are none.
+func (p Problems) List() []string {
+	if p == "" {
+		return nil
+	}
+	return strings.Split(string(p), "\n")
+}
+
+// MarshalJSON writes p as a list of strings.
+func (p Problems) MarshalJSON() ([]byte, error) {
+	l := p.List()
+	if l == nil {
+		l = []string{}
+	}
+	return json.Marshal(l)
+}
+
+// UnmarshalJSON reads a list of strings.
+func (p *Problems) UnmarshalJSON(b []byte) error {
+	var l []string
+	if err := json.Unmarshal(b, &l); err != nil {
+		return err
+	}
+	*p = NewProblems(l)
+	return nil
 }
 
 // Lease returns how long this node's leader lease has left at the time of
@@ -218,6 +276,37 @@ type Health struct {
 type Resigned struct {
 	// Resigned is true.
 	Resigned bool `json:"resigned"`
+}
+
+// Voters is the voter configuration of a majority cluster as one agent
+// holds it (PathVoters).
+type Voters struct {
+	// Index counts configurations; it only grows.
+	Index uint64 `json:"index"`
+	// Term is the term of the leader that proposed the configuration.
+	Term uint64 `json:"term"`
+	// Voters is the committed voter set, sorted.
+	Voters []string `json:"voters"`
+	// Pending is a newer configuration this agent holds that is not known
+	// to be committed yet, or nil.
+	Pending *PendingVoters `json:"pending"`
+	// Leader is the leader that took a change (POST), or this agent's
+	// view of it (GET); "" when none is known.
+	Leader string `json:"leader,omitempty"`
+}
+
+// PendingVoters is a configuration proposed but not known to be committed.
+type PendingVoters struct {
+	Index  uint64   `json:"index"`
+	Term   uint64   `json:"term"`
+	Voters []string `json:"voters"`
+}
+
+// VoterChange is the body of a POST to PathVoters: exactly one of Add and
+// Remove names a member.
+type VoterChange struct {
+	Add    string `json:"add,omitempty"`
+	Remove string `json:"remove,omitempty"`
 }
 
 // Error is the body of every non-2xx answer, and may be the last line of a

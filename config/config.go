@@ -39,7 +39,7 @@ type Node struct {
 	Priority int `toml:"priority"`
 	// Meta is a small map published with this node, given to clients as
 	// leader_meta while it leads (its service address, say). At most
-	// MaxMetaBytes of keys and values together.
+	// MaxMetaBytes as published (its JSON encoding).
 	Meta map[string]string `toml:"meta"`
 }
 

@@ -1,16 +1,18 @@
 package config
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"strings"
 	"time"
 )
 
-// MaxMetaBytes bounds node.meta: every key and value together. The map
+// MaxMetaBytes bounds node.meta as published: its JSON encoding. The map
 // travels in gossip metadata, which memberlist caps at 512 bytes for
-// everything a node publishes.
-const MaxMetaBytes = 256
+// everything a node publishes; the peer id and address (up to ~170 bytes)
+// and the settings digest (membership.MaxDigestLen, 100) share the rest.
+const MaxMetaBytes = 200
 
 // MaxChecks and MaxHooks bound the [[check]] and [[hook]] tables.
 const (
@@ -89,9 +91,7 @@ func (c *Config) validateHealth(ch *checker) {
 	if c.Node.Priority < 0 || c.Node.Priority > 255 {
 		ch.add("node.priority", "%d is out of range: must be 0 … 255", c.Node.Priority)
 	}
-	size := 0
 	for k, v := range c.Node.Meta {
-		size += len(k) + len(v)
 		if p := nameProblem(k); p != "" {
 			ch.add("node.meta", "key %s", p)
 		}
@@ -102,8 +102,8 @@ func (c *Config) validateHealth(ch *checker) {
 			}
 		}
 	}
-	if size > MaxMetaBytes {
-		ch.add("node.meta", "%d bytes of keys and values, at most %d (it travels in gossip metadata)", size, MaxMetaBytes)
+	if enc, err := json.Marshal(c.Node.Meta); err == nil && len(c.Node.Meta) > 0 && len(enc) > MaxMetaBytes {
+		ch.add("node.meta", "%d bytes as published (JSON), at most %d (it travels in gossip metadata)", len(enc), MaxMetaBytes)
 	}
 	if c.Election.PreemptDelay < 0 {
 		ch.add("election.preempt_delay", "%s must not be negative", c.Election.PreemptDelay)

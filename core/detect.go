@@ -1,6 +1,8 @@
 package core
 
 import (
+	"slices"
+
 	"github.com/conclave-agent/conclave/phi"
 	"github.com/conclave-agent/conclave/protocols"
 )
@@ -55,13 +57,20 @@ func (n *Node) watchLeader(now protocols.Time, leader protocols.ID) {
 
 // checkDetectors raises a suspicion, once, for every member whose phi
 // crossed the threshold.
+//
+// The protocol hears of them in id order, not map order, so that the
+// simulator replays a seed exactly.
 func (n *Node) checkDetectors(now protocols.Time) {
+	var crossed []protocols.ID // almost always empty: no allocation
 	for id, d := range n.detectors {
-		if n.suspected[id] || !d.Suspect(now) {
-			continue
+		if !n.suspected[id] && d.Suspect(now) {
+			crossed = append(crossed, id)
 		}
+	}
+	slices.Sort(crossed)
+	for _, id := range crossed {
 		n.suspected[id] = true
-		n.log.Infow("member suspected", "member", n.byID[id], "phi", d.Phi(now))
+		n.log.Infow("member suspected", "member", n.byID[id], "phi", n.detectors[id].Phi(now))
 		n.proto.Suspect(now, id, true)
 	}
 }
@@ -94,6 +103,7 @@ func (n *Node) forgetDetectors(now protocols.Time, leader protocols.ID) {
 	if leader == protocols.None || (leader == n.self.ID && n.followersAnswer()) {
 		return
 	}
+	var cleared []protocols.ID
 	for id := range n.detectors {
 		if id == leader && leader != n.self.ID {
 			continue
@@ -102,8 +112,12 @@ func (n *Node) forgetDetectors(now protocols.Time, leader protocols.ID) {
 		delete(n.suspectAt, id)
 		if n.suspected[id] {
 			delete(n.suspected, id)
-			n.proto.Suspect(now, id, false)
+			cleared = append(cleared, id)
 		}
+	}
+	slices.Sort(cleared) // id order, for exact replays
+	for _, id := range cleared {
+		n.proto.Suspect(now, id, false)
 	}
 }
 

@@ -72,7 +72,7 @@ func (n *Node) applyMember(now protocols.Time, m membership.Member) {
 			return
 		}
 		n.log.Infow("member down", "member", m.Name, "state", m.State.String())
-		n.proto.MemberDown(now, m.ID)
+		n.memberDown(now, m.ID, m.Name)
 		n.forgetDetector(now, m.ID)
 		if m.State == membership.StateLeft {
 			// It said goodbye: stop its sender and refuse its streams.
@@ -114,16 +114,21 @@ func (n *Node) refuseDuplicate(m membership.Member) bool {
 // admitRefused admits a member refused for claiming id, now that id is
 // free.
 func (n *Node) admitRefused(now protocols.Time, id protocols.ID) {
+	// The first by name, when several claimed it: not map order, so the
+	// simulator replays a seed exactly.
+	first := ""
 	for name, r := range n.refused {
-		if r.ID != id {
-			continue
+		if r.ID == id && (first == "" || name < first) {
+			first = name
 		}
-		delete(n.refused, name)
-		if m, ok := n.members[name]; ok && m.ID == id {
-			n.log.Infow("admitting a member refused before: the id it claims is free now", "member", name, "id", uint64(id))
-			n.applyMember(now, m)
-		}
+	}
+	if first == "" {
 		return
+	}
+	delete(n.refused, first)
+	if m, ok := n.members[first]; ok && m.ID == id {
+		n.log.Infow("admitting a member refused before: the id it claims is free now", "member", first, "id", uint64(id))
+		n.applyMember(now, m)
 	}
 }
 
@@ -137,7 +142,7 @@ func (n *Node) dropID(now protocols.Time, id protocols.ID) {
 	name := n.byID[id]
 	delete(n.byID, id)
 	n.peers = append(n.peers, PeerChange{ID: id, Remove: true, Name: name})
-	n.proto.MemberDown(now, id)
+	n.memberDown(now, id, name)
 	n.forgetDetector(now, id)
 }
 

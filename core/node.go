@@ -124,7 +124,10 @@ type Ready struct {
 	Announcements []observe.Announcement
 	// Status is the new status when who leads, in which role or epoch
 	// changed; nil otherwise.
-	Status        *api.Status
+	Status *api.Status
+	// Digest, when not empty, is this node's new settings digest, to
+	// publish in gossip metadata (docs/voters.md).
+	Digest        string
 	Confirmations []Confirmation
 
 	proto    protocols.Ready
@@ -169,6 +172,11 @@ type Node struct {
 	seq      uint64 // views published so far: api.Status.Seq
 	confirms []confirmWait
 	stats    Stats
+
+	// vt follows voter changes and the settings digest (core/voters.go).
+	vt voterTrack
+	// now is the time of the latest input, for decisions taken in Ready.
+	now protocols.Time
 
 	// Health (core/health.go): the candidacy last given to the protocol,
 	// the shell's report, and the last leader meta decoded from gossip.
@@ -243,6 +251,10 @@ func (n *Node) Step(now protocols.Time, m protocols.Message) error {
 		n.stats.StepErrors++
 		return fmt.Errorf("core: message from id %d, which gossip has not introduced", m.From)
 	}
+	if n.settingsConflict(m.From) {
+		n.stats.StepErrors++
+		return fmt.Errorf("core: message from %s, whose settings disagree with this agent's (docs/voters.md)", n.byID[m.From])
+	}
 	n.stats.Received[m.Kind]++
 	if m.Kind == protocols.MsgHeartbeat || m.Kind == protocols.MsgHeartbeatResp {
 		n.heard(now, m.From)
@@ -267,7 +279,8 @@ func (n *Node) Resign(now protocols.Time) error {
 
 // HasReady reports whether Ready has anything to hand out.
 func (n *Node) HasReady() bool {
-	return n.proto.HasReady() || len(n.peers) > 0 || len(n.announce) > 0 || n.pending != nil || len(n.settled) > 0
+	return n.proto.HasReady() || len(n.peers) > 0 || len(n.announce) > 0 || n.pending != nil || len(n.settled) > 0 ||
+		!n.vt.published
 }
 
 // Ready hands out everything pending. The caller must carry it out and
@@ -290,6 +303,9 @@ func (n *Node) Ready() Ready {
 	rd.Announcements, n.announce = n.announce, nil
 	rd.Status, n.pending = n.pending, nil
 	rd.Confirmations, n.settled = n.settled, nil
+	if !n.vt.published {
+		rd.Digest, n.vt.published = n.vt.digest, true
+	}
 	return rd
 }
 

@@ -35,7 +35,7 @@ func (n *Node) fastPath(m protocols.Message) bool {
 		return true
 	}
 	name, known := n.byID[m.To]
-	return observe.FastPath(m, !known || n.obs.voters[name])
+	return observe.FastPath(m, !known || n.obs.voters[name] || n.currentVoter(n.now, name))
 }
 
 // Gossiped takes a message another member gossiped: a newer announcement

@@ -91,6 +91,7 @@ func (n *Node) status(now protocols.Time, st protocols.Status, origin protocols.
 	out.Leader = n.leaderName(st)
 	out.LeaderMeta = n.leaderMeta(out.Leader)
 	out.Health = n.healthReport(st)
+	out.Problems = n.problems()
 	if st.Role == protocols.Leader && st.LeaseUntil > now {
 		out.LeaseMS = st.LeaseUntil.Sub(now).Milliseconds()
 		out.LeaseNS = int64(st.LeaseUntil.Sub(now))
@@ -187,6 +188,8 @@ func (n *Node) LeaderPhi(now protocols.Time) float64 {
 // input even when nothing happens, so the unchanged case reads only the
 // protocol's Status: the full api.Status is built only for a change.
 func (n *Node) settle(now protocols.Time) {
+	n.now = now
+	n.checkDigest(now)
 	n.announceDue(now)
 	n.checkConfirms(now)
 	ps, _, learned := n.electionStatus(now)

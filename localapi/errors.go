@@ -29,7 +29,7 @@ func statusFor(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, ErrForbidden):
 		return http.StatusForbidden
-	case errors.Is(err, ErrNotLeader):
+	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrRefused):
 		return http.StatusConflict
 	case errors.Is(err, ErrUnavailable):
 		return http.StatusServiceUnavailable

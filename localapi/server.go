@@ -80,6 +80,8 @@ type Options struct {
 
 type handler struct {
 	method string // the only method allowed
+	post   bool   // POST is allowed too (a GET endpoint that also changes)
+	body   bool   // reads its own (bounded) body; others have theirs drained
 	serve  func(w http.ResponseWriter, r *http.Request) error
 	stream bool // sets its own write deadlines
 }
@@ -136,6 +138,7 @@ func New(opts Options) (*Server, error) {
 		api.PathHealth:  {method: http.MethodGet, serve: s.serveHealth},
 	}
 	s.addMaint(opts.Backend)
+	s.addVoters(opts.Backend)
 	if opts.Metrics != nil {
 		m := opts.Metrics
 		s.handlers[api.PathMetrics] = handler{method: http.MethodGet, serve: func(w http.ResponseWriter, r *http.Request) error {
@@ -161,16 +164,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case !known:
 		writeError(rec, http.StatusNotFound, fmt.Sprintf("no such endpoint %q", r.URL.Path))
 		return
-	case r.Method != h.method && !(h.method == http.MethodGet && r.Method == http.MethodHead):
-		rec.Header().Set("Allow", h.method)
-		writeError(rec, http.StatusMethodNotAllowed, fmt.Sprintf("%s needs %s, not %s", r.URL.Path, h.method, r.Method))
+	case r.Method != h.method && !(h.method == http.MethodGet && r.Method == http.MethodHead) && !(h.post && r.Method == http.MethodPost):
+		rec.Header().Set("Allow", h.allow())
+		writeError(rec, http.StatusMethodNotAllowed, fmt.Sprintf("%s needs %s, not %s", r.URL.Path, h.allow(), r.Method))
 		return
 	case r.ContentLength > MaxBodyBytes:
 		writeError(rec, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", MaxBodyBytes))
 		return
 	}
-	if r.ContentLength != 0 {
-		// No endpoint uses a body, but clients may send one ("{}" on a
+	if r.ContentLength != 0 && !h.body {
+		// Only body endpoints use one, but clients may send one ("{}" on a
 		// POST). Read it now, bounded in size and time, before acting:
 		// left unread, net/http would try to drain it after the handler
 		// and wait forever for a client that never sends it.

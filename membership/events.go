@@ -53,6 +53,9 @@ type Member struct {
 	// UserMeta is what the node publishes as node.meta ("" for none or an
 	// older agent).
 	UserMeta string
+	// Digest is the node's settings digest (SetDigest), "" from agents
+	// that publish none.
+	Digest string
 }
 
 // ProtocolMember returns the part of m an election protocol needs.

@@ -58,7 +58,14 @@ type Membership struct {
 	ml   *memberlist.Memberlist
 	name string
 	log  *zap.Logger
-	meta []byte
+	// metaMu guards meta, metaLeaving and nm, which SetDigest replaces.
+	metaMu sync.RWMutex
+	nm     nodeMeta
+	// digestDirty and digestPushing coordinate SetDigest with pushDigest;
+	// joined wakes a push waiting for the first member (kickDigest).
+	digestDirty, digestPushing bool
+	joined                     chan struct{}
+	meta                       []byte
 	// metaLeaving is meta with the leaving flag, published from Leave on.
 	metaLeaving []byte
 	leaving     atomic.Bool
@@ -119,6 +126,8 @@ func Start(cfg Config) (*Membership, error) {
 	m := &Membership{
 		name:        cfg.Name,
 		log:         lg,
+		nm:          nm,
+		joined:      make(chan struct{}, 1),
 		meta:        meta,
 		metaLeaving: metaLeaving,
 		events:      newEventQueue(cfg.EventBuffer),
@@ -459,6 +468,7 @@ func (m *Membership) record(kind EventKind, n *memberlist.Node, state State) {
 		Version:  meta.Version,
 		State:    state,
 		UserMeta: meta.User,
+		Digest:   meta.Digest,
 	}
 	m.mu.Lock()
 	for _, other := range m.members {
@@ -549,10 +559,12 @@ type delegate struct{ m *Membership }
 
 // NodeMeta returns the metadata validated by Start.
 func (d *delegate) NodeMeta(limit int) []byte {
+	d.m.metaMu.RLock()
 	meta := d.m.meta
 	if d.m.leaving.Load() {
 		meta = d.m.metaLeaving
 	}
+	d.m.metaMu.RUnlock()
 	if len(meta) > limit {
 		// Start checked against MaxMetaSize; a smaller limit would be a
 		// memberlist change. Publishing nothing beats its panic.
@@ -568,7 +580,10 @@ func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte {
 func (d *delegate) LocalState(join bool) []byte            { return nil }
 func (d *delegate) MergeRemoteState(buf []byte, join bool) {}
 
-func (d *delegate) NotifyJoin(n *memberlist.Node) { d.m.record(EventAlive, n, StateAlive) }
+func (d *delegate) NotifyJoin(n *memberlist.Node) {
+	d.m.record(EventAlive, n, StateAlive)
+	d.m.kickDigest()
+}
 
 func (d *delegate) NotifyLeave(n *memberlist.Node) {
 	// n.State is not memberlist's view of the node (its nodeState shadows

@@ -36,6 +36,8 @@ var errBadMeta = errors.New("bad node metadata")
 //	uvarint protocol version
 //	uvarint len, bytes  libp2p peer id
 //	uvarint len, bytes  libp2p multiaddr
+//	uvarint len, bytes  settings digest (absent from older agents; written,
+//	                    maybe empty, whenever a later field is)
 //	uvarint len, bytes  the node's published map (node.meta, a JSON
 //	                    object; opaque here), only when not empty
 //
@@ -59,9 +61,15 @@ type nodeMeta struct {
 	Version  uint16
 	PeerID   string
 	PeerAddr string
+	// Digest is what must agree cluster-wide (SetDigest); opaque here.
+	Digest string
 	// User is node.meta, encoded by the agent; "" for none.
 	User string
 }
+
+// MaxDigestLen bounds the settings digest a node publishes, so that with
+// the longest peer id and address the metadata still fits MaxMetaSize.
+const MaxDigestLen = 100
 
 func encodeMeta(m nodeMeta) ([]byte, error) {
 	b := make([]byte, 0, 2+4*binary.MaxVarintLen64+len(m.PeerID)+len(m.PeerAddr))
@@ -79,6 +87,13 @@ func encodeMeta(m nodeMeta) ([]byte, error) {
 	b = append(b, m.PeerID...)
 	b = binary.AppendUvarint(b, uint64(len(m.PeerAddr)))
 	b = append(b, m.PeerAddr...)
+	if m.Digest != "" || m.User != "" {
+		if len(m.Digest) > MaxDigestLen {
+			return nil, fmt.Errorf("%w: settings digest of %d bytes, at most %d", ErrMetaTooLarge, len(m.Digest), MaxDigestLen)
+		}
+		b = binary.AppendUvarint(b, uint64(len(m.Digest)))
+		b = append(b, m.Digest...)
+	}
 	if m.User != "" {
 		b = binary.AppendUvarint(b, uint64(len(m.User)))
 		b = append(b, m.User...)
@@ -115,13 +130,19 @@ func decodeMeta(b []byte) (nodeMeta, error) {
 	m.PeerID = r.str("peer id")
 	m.PeerAddr = r.str("peer address")
 	if r.err == nil && len(r.b) > 0 {
-		// Absent from older agents. It is optional and never steers an
-		// election, so a field that does not parse as one is skipped like
-		// any unknown trailing field rather than making the member
-		// unusable.
-		u := metaReader{b: r.b}
-		if s := u.str("user meta"); u.err == nil {
-			m.User = s
+		// Both are absent from older agents. They are optional and
+		// never steer an election alone, so a field that does not parse
+		// is left out, like an unknown trailing field, rather than making
+		// the member unusable.
+		d := metaReader{b: r.b}
+		if s := d.str("settings digest"); d.err == nil && len(s) <= MaxDigestLen {
+			m.Digest = s
+			if len(d.b) > 0 {
+				u := metaReader{b: d.b}
+				if s := u.str("user meta"); u.err == nil {
+					m.User = s
+				}
+			}
 		}
 	}
 	if r.err != nil {

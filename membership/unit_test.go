@@ -274,3 +274,50 @@ func TestUserMetaIsOptional(t *testing.T) {
 		t.Fatalf("truncated user meta: %+v, %v; want the member without it", m, err)
 	}
 }
+
+// TestMetaDigest: the settings digest round-trips, beside the user field
+// or alone; older agents publish none; the longest digest and the longest
+// node.meta fit beside an IPv6 address.
+func TestMetaDigest(t *testing.T) {
+	m := nodeMeta{ID: 9, Version: 1, PeerID: "12D3KooW", PeerAddr: "/ip4/127.0.0.1/tcp/1", Digest: "majority et=1s|1.3|n1,n2,n3"}
+	b, err := encodeMeta(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeMeta(b)
+	if err != nil || got != m {
+		t.Fatalf("round trip: %+v, %v; want %+v", got, err, m)
+	}
+	// With the user field after it, and fields a newer agent appends
+	// after both, which are skipped.
+	m.User = `{"addr":"10.0.0.5:5432"}`
+	b, _ = encodeMeta(m)
+	if got, err := decodeMeta(append(b, 1, 2, 3)); err != nil || got != m {
+		t.Errorf("with the user field and appended fields: %+v, %v; want %+v", got, err, m)
+	}
+	// A user field with no digest writes an empty digest first.
+	m.Digest = ""
+	b, _ = encodeMeta(m)
+	if got, err := decodeMeta(b); err != nil || got != m {
+		t.Errorf("user field alone: %+v, %v; want %+v", got, err, m)
+	}
+	m.User = ""
+	// Older agents publish none.
+	m.Digest = ""
+	b, _ = encodeMeta(m)
+	if got, err := decodeMeta(b); err != nil || got.Digest != "" {
+		t.Errorf("no digest: %+v, %v", got, err)
+	}
+	m.Digest = strings.Repeat("x", MaxDigestLen+1)
+	if _, err := encodeMeta(m); !errors.Is(err, ErrMetaTooLarge) {
+		t.Errorf("oversized digest: %v", err)
+	}
+	// The longest digest fits beside a real peer id and address.
+	m.Digest = strings.Repeat("x", MaxDigestLen)
+	m.PeerID = "12D3KooWPEYnrcyeaqaJDmT4MyGBiYmpHE4tmWt5ovnG87LQ7z9L"
+	m.PeerAddr = "/ip6/fd00:1234:5678:9abc:def0:1234:5678:9abc/tcp/65535/p2p/" + m.PeerID
+	m.User = strings.Repeat("u", 200) // config.MaxMetaBytes
+	if _, err := encodeMeta(m); err != nil {
+		t.Errorf("longest digest and node.meta with an IPv6 address: %v", err)
+	}
+}

@@ -336,5 +336,8 @@ func printStatus(w io.Writer, st api.Status) {
 		fmt.Fprintf(tw, "libp2p\t%s\n", st.TransportAddr)
 	}
 	printHealth(tw, st)
+	for _, p := range st.Problems.List() {
+		fmt.Fprintf(tw, "PROBLEM\t%s\n", p)
+	}
 	_ = tw.Flush()
 }

@@ -3,6 +3,8 @@
 //	agent run -config FILE      run the daemon
 //	agent dev [-nodes N]        run a local cluster to try failover
 //	agent status | members | leader [-wait D] | watch | resign
+//	agent voters [add NAME | remove NAME]
+//	agent recover -config FILE -voters LIST   (offline, after losing the quorum)
 //	agent exec -- CMD ARGS…     run CMD only while this node leads
 //	agent keygen | version
 //
@@ -41,6 +43,8 @@ func commands() []command {
 		{"watch", "stream every leadership change", runWatch},
 		{"resign", "ask this agent, if it leads, to hand leadership over", runResign},
 		{"maint", "maint on [-reason TEXT] | off: stop or resume putting this agent forward", runMaint},
+		{"voters", "list the voters; add NAME / remove NAME changes them (majority)", runVoters},
+		{"recover", "offline: give a stopped agent new voters after the quorum is lost for good", runRecover},
 		{"exec", "run a command only while this node leads", runExec},
 		{"keygen", "print a fresh cluster key for [gossip] key", runKeygen},
 		{"version", "print the version", runVersion},

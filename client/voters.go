@@ -1,0 +1,70 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+
+	"github.com/conclave-agent/conclave/api"
+)
+
+// Voters returns the voter configuration the agent holds (majority): the
+// committed set and its index, and a pending change if there is one.
+func (c *Client) Voters(ctx context.Context) (api.Voters, error) {
+	var v api.Voters
+	err := c.getJSON(ctx, api.PathVoters, nil, &v)
+	return v, err
+}
+
+// AddVoter makes member name a voter and returns once the change is
+// committed. Any agent takes it; a follower forwards it to the leader.
+func (c *Client) AddVoter(ctx context.Context, name string) (api.Voters, error) {
+	return c.changeVoters(ctx, api.VoterChange{Add: name})
+}
+
+// RemoveVoter makes voter name an observer and returns once the change is
+// committed.
+func (c *Client) RemoveVoter(ctx context.Context, name string) (api.Voters, error) {
+	return c.changeVoters(ctx, api.VoterChange{Remove: name})
+}
+
+func (c *Client) changeVoters(ctx context.Context, ch api.VoterChange) (api.Voters, error) {
+	var v api.Voters
+	body, err := json.Marshal(ch)
+	if err != nil {
+		return v, fmt.Errorf("agent %s: %w", api.PathVoters, err)
+	}
+	c.init()
+	u := url.URL{Scheme: "http", Host: api.Host, Path: api.PathVoters}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return v, fmt.Errorf("agent %s: %w", api.PathVoters, err)
+	}
+	req.Header.Set("Content-Type", api.ContentTypeJSON)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return v, fmt.Errorf("agent %s: %w", api.PathVoters, ctx.Err())
+		}
+		return v, fmt.Errorf("agent %s (is the agent running? socket %s): %w", api.PathVoters, c.socket, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
+	if err != nil {
+		return v, fmt.Errorf("agent %s: reading answer: %w", api.PathVoters, err)
+	}
+	if len(b) > maxAnswerBytes {
+		return v, fmt.Errorf("agent %s: answer larger than %d bytes", api.PathVoters, maxAnswerBytes)
+	}
+	if resp.StatusCode/100 != 2 {
+		return v, answerError(api.PathVoters, resp.StatusCode, b)
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return v, fmt.Errorf("agent %s: decoding answer: %w", api.PathVoters, err)
+	}
+	return v, nil
+}

@@ -1,0 +1,501 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/conclave-agent/conclave/api"
+	"github.com/conclave-agent/conclave/membership"
+	"github.com/conclave-agent/conclave/protocols"
+)
+
+// Voter changes at runtime and the settings digest (issue 14,
+// docs/voters.md). The protocol (protocols/majority) decides whether a
+// change is safe; the core decides what the agent may propose, who gets
+// the leader's heartbeats while a change is under way, and how members
+// whose settings or voter lists disagree are treated. The agent does the
+// I/O: the socket, forwarding to the leader, publishing the digest.
+
+// Errors of voter queries and changes. The agent turns them into socket
+// answers; each says what to do.
+var (
+	// ErrNoVoters: the protocol has no voters to change (bully, ring).
+	ErrNoVoters = errors.New("voters exist only in majority")
+	// ErrNoLeader: a change needs a leader to commit it.
+	ErrNoLeader = errors.New("no leader: a voter change needs a leader to commit it; wait until 'agent leader' names one (a majority of the voters must be up and reachable)")
+	// ErrChangeRefused wraps the reasons a change is refused before the
+	// protocol sees it.
+	ErrChangeRefused = errors.New("voter change refused")
+	// ErrReplaced and ErrNotLeading end a wait for a commit.
+	ErrReplaced   = errors.New("configuration replaced before it committed")
+	ErrNotLeading = errors.New("this agent stopped leading before the configuration committed")
+)
+
+// RemovedGrace is how long a member removed from the voters keeps getting
+// the leader's messages over the transport: long enough for the heartbeat
+// that tells it its removal is committed, after which it is an observer
+// for good and learns the leader by gossip like any other. A member being
+// added gets them as long, from the moment the change is proposed.
+const RemovedGrace = 10 * time.Second
+
+// maxDigestVoters is the longest voter list published as is in the
+// digest; a longer one is published as a hash, so the digest stays within
+// membership.MaxDigestLen.
+const maxDigestVoters = 48
+
+// seenDigest is a member's digest and this agent's when they were last
+// compared.
+type seenDigest struct{ theirs, ours string }
+
+// digestConflict is one member's disagreement with this agent.
+type digestConflict struct {
+	settings bool // the settings differ: its election messages are dropped
+	// bootstrap: this agent is at its bootstrap configuration and the
+	// member showed another list or a formed cluster; the protocol is not
+	// told the member is down while it stays so (memberDown).
+	bootstrap bool
+	line      string // "" when there is nothing to report
+}
+
+// voterTrack follows the protocol's voter configuration for the
+// observers' fast path, which otherwise knows only the config file's
+// list, and holds the settings digest's state.
+type voterTrack struct {
+	conf protocols.Configuration
+	// extra holds the members that get heartbeats although not voters:
+	// removed ones for a grace, and ones being added; name → until when.
+	extra map[string]protocols.Time
+
+	// The settings digest: this agent's, the configuration it was made
+	// from, each member's last compared (with ours) and the current
+	// disagreements by member name.
+	digest     string
+	digestConf protocols.Configuration
+	published  bool
+	seen       map[string]seenDigest
+	conflicts  map[string]digestConflict
+	// heldDown are the members memberDown did not report down yet.
+	heldDown map[protocols.ID]string
+}
+
+func (n *Node) voterChanger() (protocols.VoterChanger, bool) {
+	vc, ok := n.proto.(protocols.VoterChanger)
+	return vc, ok
+}
+
+// VoterLeader is the leader a voter change must go to, by id and name.
+func (n *Node) VoterLeader(now protocols.Time) (protocols.ID, string, error) {
+	if _, ok := n.voterChanger(); !ok {
+		return protocols.None, "", ErrNoVoters
+	}
+	st, _, _ := n.electionStatus(now)
+	if st.Leader == protocols.None {
+		return protocols.None, "", ErrNoLeader
+	}
+	return st.Leader, n.leaderName(st), nil
+}
+
+// Voters is this agent's view of the voters: the committed configuration
+// and a pending one.
+func (n *Node) Voters(now protocols.Time) (api.Voters, error) {
+	if _, ok := n.voterChanger(); !ok {
+		return api.Voters{}, ErrNoVoters
+	}
+	st, _, _ := n.electionStatus(now)
+	ps := n.proto.Status(now)
+	v := api.Voters{
+		Index:  ps.Committed.Index,
+		Term:   ps.Committed.Term,
+		Voters: ps.Committed.VoterList(),
+		Leader: n.leaderName(st),
+	}
+	if v.Voters == nil {
+		v.Voters = []string{} // never null on the wire
+	}
+	if ps.Config != ps.Committed && !ps.Config.IsZero() {
+		v.Pending = &api.PendingVoters{Index: ps.Config.Index, Term: ps.Config.Term, Voters: ps.Config.VoterList()}
+	}
+	return v, nil
+}
+
+// CheckVoterChange is the core's own check before the protocol's: a
+// member to be added must be alive and reachable now, since a voter that
+// cannot answer weakens the quorum from the moment it is added. A member
+// to be added gets the leader's heartbeats from now on: the protocol
+// counts it towards the new set's quorum only once it answered them.
+func (n *Node) CheckVoterChange(now protocols.Time, c protocols.VoterChange) error {
+	if _, ok := n.voterChanger(); !ok {
+		return ErrNoVoters
+	}
+	if c.Add == "" || c.Add == n.self.Name {
+		return nil
+	}
+	m, ok := n.members[c.Add]
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: %q is not a member this leader (%s) knows: start its agent and check 'agent members' lists it", ErrChangeRefused, c.Add, n.self.Name)
+	case !isLive(m):
+		return fmt.Errorf("%w: %q is %s: start its agent first", ErrChangeRefused, c.Add, m.State)
+	case !n.reached(m):
+		return fmt.Errorf("%w: %q is not reachable from the leader (%s) over the election transport: check its [transport] address and the cluster key", ErrChangeRefused, c.Add, n.self.Name)
+	}
+	n.heartbeatExtra(c.Add, now.Add(RemovedGrace))
+	return nil
+}
+
+// ChangeVoters proposes c to the protocol and returns the configuration
+// to wait for (CommitState).
+func (n *Node) ChangeVoters(now protocols.Time, c protocols.VoterChange) (protocols.Configuration, error) {
+	defer n.settle(now)
+	vc, ok := n.voterChanger()
+	if !ok {
+		return protocols.Configuration{}, ErrNoVoters
+	}
+	if err := vc.ChangeVoters(now, c); err != nil {
+		return protocols.Configuration{}, err
+	}
+	target := n.proto.Status(now).Config
+	n.log.Infow("voter change proposed", "add", c.Add, "remove", c.Remove, "index", target.Index, "voters", target.VoterList())
+	return target, nil
+}
+
+// CommitState says whether the wait for target is over: committed (err
+// nil, v the voters), or failed with ErrReplaced or ErrNotLeading.
+func (n *Node) CommitState(now protocols.Time, target protocols.Configuration) (done bool, v api.Voters, err error) {
+	st := n.proto.Status(now)
+	switch {
+	case st.Committed == target:
+		v, err = n.Voters(now)
+		n.log.Infow("voter change committed", "index", target.Index, "voters", target.VoterList())
+		return true, v, err
+	case st.Committed.Compare(target) > 0 || st.Config.Compare(target) > 0 && st.Config.Voters != target.Voters:
+		return true, v, fmt.Errorf("%w: %s was replaced by %s; check 'agent voters'", ErrReplaced, target, st.Config)
+	case st.Role != protocols.Leader:
+		return true, v, fmt.Errorf("%w: %s may still commit under the next leader: check 'agent voters'", ErrNotLeading, target)
+	}
+	return false, v, nil
+}
+
+// LeaderConfigurations is, on a leader, its committed and newest voter
+// configurations (for a forwarded query); leads is false elsewhere.
+func (n *Node) LeaderConfigurations(now protocols.Time) (committed, newest protocols.Configuration, leads bool) {
+	leader, _, err := n.VoterLeader(now)
+	if err != nil || leader != n.self.ID {
+		return committed, newest, false
+	}
+	st := n.proto.Status(now)
+	return st.Committed, st.Config, true
+}
+
+// problems is the status's problems list: the members whose settings
+// digest disagrees with this agent's now, then the configuration
+// conflicts the protocol met.
+func (n *Node) problems() api.Problems {
+	var lines []string
+	if len(n.vt.conflicts) > 0 {
+		names := make([]string, 0, len(n.vt.conflicts))
+		for name := range n.vt.conflicts {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		for _, name := range names {
+			if l := n.vt.conflicts[name].line; l != "" {
+				lines = append(lines, l)
+			}
+		}
+	}
+	if vc, ok := n.voterChanger(); ok {
+		lines = append(lines, vc.Problems()...)
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	return api.NewProblems(lines)
+}
+
+// The settings digest (docs/voters.md, "Disagreement is caught"): what
+// must agree cluster-wide, published in gossip metadata as
+//
+//	SETTINGS|TERM.INDEX|VOTERS
+//
+// SETTINGS names the protocol and the settings whose mismatch breaks its
+// guarantees (majority: the election timeout, on which the lease rests;
+// ring: the algorithm); TERM.INDEX and VOTERS are the newest voter
+// configuration (majority; VOTERS is "#" and a hash when the list is too
+// long for the metadata budget).
+
+// digestSettings is the SETTINGS part for this node's election.
+func (n *Node) digestSettings() string {
+	e := n.cfg.Election
+	switch e.Protocol {
+	case ProtocolMajority:
+		return fmt.Sprintf("majority et=%v", e.ElectionTimeout)
+	case ProtocolRing:
+		return "ring alg=" + e.RingAlgorithm
+	default:
+		return e.Protocol
+	}
+}
+
+// makeDigest builds the digest of settings and configuration c.
+func makeDigest(settings string, c protocols.Configuration) string {
+	if c.IsZero() {
+		return settings
+	}
+	vs := c.Voters
+	if len(vs) > maxDigestVoters {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(vs))
+		vs = fmt.Sprintf("#%016x", h.Sum64())
+	}
+	return fmt.Sprintf("%s|%d.%d|%s", settings, c.Term, c.Index, vs)
+}
+
+// splitDigest returns a digest's parts; version and voters are "" when it
+// carries no configuration.
+func splitDigest(d string) (settings, version, voters string) {
+	settings, rest, _ := strings.Cut(d, "|")
+	version, voters, _ = strings.Cut(rest, "|")
+	return settings, version, voters
+}
+
+// showVoters prints a digest's voter list for people.
+func showVoters(v string) string {
+	if strings.HasPrefix(v, "#") {
+		return "a list too long to publish (hash " + v[1:] + ")"
+	}
+	return "[" + strings.ReplaceAll(v, ",", " ") + "]"
+}
+
+// Digest is this node's settings digest, for gossip metadata.
+func (n *Node) Digest() string { return n.vt.digest }
+
+// checkDigest remakes this node's digest when the configuration changed
+// (Ready.Digest hands it out) and compares every live member's with it.
+// It runs after every input; the work is a string comparison per member
+// unless something changed.
+func (n *Node) checkDigest(now protocols.Time) {
+	t := &n.vt
+	conf := protocols.Configuration{}
+	if _, ok := n.voterChanger(); ok {
+		conf = n.proto.Status(now).Config
+	}
+	if t.digest == "" || conf != t.digestConf {
+		t.digestConf = conf
+		t.digest = makeDigest(n.digestSettings(), conf)
+		t.published = false
+		if conf.Index > 0 && len(t.heldDown) > 0 {
+			n.releaseHeldDown(now)
+		}
+	}
+	if t.seen == nil {
+		t.seen = make(map[string]seenDigest)
+		t.conflicts = make(map[string]digestConflict)
+	}
+	var changed []string // almost always empty: no allocation
+	for name, m := range n.members {
+		if !isLive(m) || m.Digest == "" {
+			if _, ok := t.seen[name]; ok {
+				delete(t.seen, name)
+				delete(t.conflicts, name)
+			}
+			continue
+		}
+		if seen, ok := t.seen[name]; !ok || seen.theirs != m.Digest || seen.ours != t.digest {
+			changed = append(changed, name)
+		}
+	}
+	// Compared in name order, not map order: a comparison may tell the
+	// protocol a member is down or up, and the simulator replays a seed
+	// exactly.
+	slices.Sort(changed)
+	for _, name := range changed {
+		m := n.members[name]
+		t.seen[name] = seenDigest{theirs: m.Digest, ours: t.digest}
+		n.compareDigest(now, name, m.Digest)
+	}
+	for name := range t.seen {
+		if _, ok := n.members[name]; !ok {
+			delete(t.seen, name)
+			delete(t.conflicts, name)
+		}
+	}
+}
+
+// compareDigest records (and logs, once per change) how member name's
+// digest disagrees with this node's, or forgets a disagreement that ended.
+func (n *Node) compareDigest(now protocols.Time, name, theirs string) {
+	t := &n.vt
+	ourSet, ourVer, ourVoters := splitDigest(t.digest)
+	set, ver, voters := splitDigest(theirs)
+	var c digestConflict
+	switch {
+	case set != ourSet:
+		c = digestConflict{settings: true, line: fmt.Sprintf("%s runs with other settings (%q; this agent %q): its election messages are ignored until they agree", name, set, ourSet)}
+		n.log.Warnw("a member runs with settings that must be the same on every agent; ignoring its election messages",
+			"member", name, "theirs", set, "ours", ourSet)
+		if prev := t.conflicts[name]; !prev.settings {
+			// Out of the election altogether, not only unheard: the
+			// bootstrap would otherwise wait for its answer for ever.
+			if m, ok := n.members[name]; ok && n.byID[m.ID] == name {
+				n.proto.MemberDown(now, m.ID)
+			}
+		}
+	case ver != "" && ver == ourVer && voters != ourVoters && versionIndex(ver) == 0:
+		c = digestConflict{bootstrap: true, line: fmt.Sprintf("%s bootstraps with voters %s, this agent with %s: fix the config files' election.voters so they agree; until one of them joins a formed cluster neither elects without the other", name, showVoters(voters), showVoters(ourVoters))}
+		n.log.Warnw("a member bootstraps with another voter list; neither elects without the other until the lists agree",
+			"member", name, "theirs", showVoters(voters), "ours", showVoters(ourVoters))
+	case ver != "" && versionIndex(ourVer) == 0 && versionIndex(ver) > 0:
+		// A formed cluster exists: this agent must join it, never form
+		// another, even once that member is gone.
+		c = digestConflict{bootstrap: true}
+		if !digestHas(voters, n.self.Name) {
+			c.line = fmt.Sprintf("%s belongs to a formed cluster whose voters %s leave this agent out (its bootstrap list is %s): it waits and will not form another; on that cluster's leader, 'agent voters add %s' makes it a voter", name, showVoters(voters), showVoters(ourVoters), n.self.Name)
+			n.log.Warnw("a member belongs to a formed cluster that leaves this agent out; waiting to be added, not forming another",
+				"member", name, "version", ver, "theirs", showVoters(voters), "ours", showVoters(ourVoters))
+		}
+	case ver != "" && versionIndex(ver) == 0 && versionIndex(ourVer) > 0 && voters != ourVoters && !digestHas(ourVoters, name):
+		c = digestConflict{line: fmt.Sprintf("%s has not joined this cluster: it holds the bootstrap list %s, not a voter of %s; add it with 'agent voters add %s' if it should vote, or fix its election.voters", name, showVoters(voters), showVoters(ourVoters), name)}
+	case ver != "" && ver == ourVer && voters != ourVoters:
+		c = digestConflict{line: fmt.Sprintf("%s holds voters %s at configuration %s, this agent %s: neither counts the other's vote until one of them adopts a newer configuration", name, showVoters(voters), ver, showVoters(ourVoters))}
+		n.log.Warnw("a member holds another voter list at the same configuration version; votes between the two are refused",
+			"member", name, "version", ver, "theirs", showVoters(voters), "ours", showVoters(ourVoters))
+	default:
+		if prev, was := t.conflicts[name]; was {
+			if prev.line != "" {
+				n.log.Infow("a member agrees again", "member", name, "digest", theirs)
+			}
+			delete(t.conflicts, name)
+			if m, ok := n.members[name]; ok && prev.settings && n.byID[m.ID] == name && isLive(m) {
+				n.proto.MemberUp(now, m.ProtocolMember())
+			}
+		}
+		return
+	}
+	t.conflicts[name] = c
+}
+
+// versionIndex is the index of a digest's TERM.INDEX.
+func versionIndex(ver string) uint64 {
+	_, idx, _ := strings.Cut(ver, ".")
+	v, err := strconv.ParseUint(idx, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
+// digestHas reports whether a digest's voter list names name (false for a
+// hashed list: unknown).
+func digestHas(voters, name string) bool {
+	for v := range strings.SplitSeq(voters, ",") {
+		if v == name {
+			return true
+		}
+	}
+	return false
+}
+
+// memberDown tells the protocol that member id (name) is dead or gone,
+// except while this node is at its bootstrap configuration and that member
+// showed another bootstrap list or a formed cluster: the protocol's
+// bootstrap lets a candidate win once every member gossip still reports
+// alive answered, so a member that disagreed would, once down, let this
+// node form a second cluster with its own list (issue 14: n1 with ["n1"]
+// partitioned from n2 and n3). Held back, it keeps the bootstrap waiting;
+// the protocol hears of it when this node adopts a formed configuration
+// (releaseHeldDown).
+func (n *Node) memberDown(now protocols.Time, id protocols.ID, name string) {
+	if c, ok := n.vt.conflicts[name]; ok && c.bootstrap && versionIndex(splitVersion(n.vt.digest)) == 0 {
+		if n.vt.heldDown == nil {
+			n.vt.heldDown = make(map[protocols.ID]string)
+		}
+		if _, held := n.vt.heldDown[id]; !held {
+			n.log.Infow("not counting a member out of the bootstrap: it disagreed on the voters", "member", name)
+		}
+		n.vt.heldDown[id] = name
+		return
+	}
+	n.proto.MemberDown(now, id)
+}
+
+// releaseHeldDown tells the protocol of the members memberDown held back,
+// once this node has left its bootstrap configuration, for those still
+// down.
+func (n *Node) releaseHeldDown(now protocols.Time) {
+	ids := make([]protocols.ID, 0, len(n.vt.heldDown))
+	for id := range n.vt.heldDown {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids) // id order, for exact replays
+	for _, id := range ids {
+		name := n.vt.heldDown[id]
+		delete(n.vt.heldDown, id)
+		m, ok := n.members[name]
+		if !ok || m.ID != id || n.byID[id] != name || m.State == membership.StateDead || m.State == membership.StateLeft {
+			n.proto.MemberDown(now, id)
+		}
+	}
+}
+
+func splitVersion(d string) string {
+	_, v, _ := splitDigest(d)
+	return v
+}
+
+// settingsConflict reports whether the member with id runs with settings
+// that disagree with this node's: its election messages are dropped, so
+// neither votes for nor counts the other.
+func (n *Node) settingsConflict(id protocols.ID) bool {
+	if len(n.vt.conflicts) == 0 {
+		return false
+	}
+	return n.vt.conflicts[n.byID[id]].settings
+}
+
+// heartbeatExtra lets name have the leader's messages over the transport
+// until until, voter or not.
+func (n *Node) heartbeatExtra(name string, until protocols.Time) {
+	if n.vt.extra == nil {
+		n.vt.extra = make(map[string]protocols.Time)
+	}
+	n.vt.extra[name] = until
+}
+
+// currentVoter reports whether name is a voter of the protocol's newest or
+// committed configuration, is being added, or was removed from it less
+// than RemovedGrace ago.
+func (n *Node) currentVoter(now protocols.Time, name string) bool {
+	if _, ok := n.voterChanger(); !ok {
+		return false
+	}
+	st := n.proto.Status(now)
+	t := &n.vt
+	if st.Config != t.conf {
+		for v, until := range t.extra {
+			if now >= until {
+				delete(t.extra, v) // bounded by the members removed within the grace
+			}
+		}
+		for _, v := range t.conf.VoterList() {
+			if !st.Config.Has(v) {
+				n.heartbeatExtra(v, now.Add(RemovedGrace))
+			}
+		}
+		t.conf = st.Config
+	}
+	if st.Config.Has(name) || st.Committed.Has(name) {
+		return true
+	}
+	until, ok := t.extra[name]
+	if ok && now >= until {
+		delete(t.extra, name)
+		return false
+	}
+	return ok
+}
