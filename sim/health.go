@@ -196,7 +196,7 @@ func (r *run) transferSent(m protocols.Message) {
 }
 
 // healthSoft checks that n, announcing ss, is not given leadership while
-// ineligible.
+// its protocol knows it is ineligible.
 func (r *run) healthSoft(n *node, ss protocols.SoftState) {
 	if !r.o.Checks.Health {
 		return
@@ -208,7 +208,9 @@ func (r *run) healthSoft(n *node, ss protocols.SoftState) {
 		return
 	}
 	r.hl.leading[n.idx] = ss.Epoch
-	if was != ss.Epoch && r.hl.ineligible[n.idx] {
+	// Ineligible as its protocol was told: a paused process learns of a
+	// change only when it runs again (its own checks do not run either).
+	if was != ss.Epoch && r.hl.told[n.idx].Ineligible {
 		r.violate(InvHealth, "n%d became leader of epoch %d while ineligible", n.idx+1, ss.Epoch)
 	}
 }
