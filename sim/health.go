@@ -216,8 +216,9 @@ func (r *run) healthSoft(n *node, ss protocols.SoftState) {
 }
 
 // healthHeal ends the health faults: each ineligible node stays so with
-// probability one half, but at least one voter is left eligible, so that
-// liveness (an eligible leader every node follows) is owed.
+// probability one half, but at least one voter of the newest configuration
+// is left eligible, so that liveness (an eligible leader every node
+// follows) is owed.
 func (r *run) healthHeal() {
 	if r.hl.ineligible == nil {
 		return
@@ -229,10 +230,33 @@ func (r *run) healthHeal() {
 			r.setEligible(i, true, recUndo)
 		}
 	}
-	for i, m := range r.mems {
-		if m.Voter && !r.hl.ineligible[i] {
-			return
+	// The voters that matter are those of the newest configuration any
+	// node holds (voter changes move them); before any, the initial ones.
+	var newest protocols.Configuration
+	for _, n := range r.nodes {
+		for _, c := range []protocols.Configuration{n.hs.Config, n.st.Config} {
+			if c.Voters != "" && (newest.Voters == "" || c.Compare(newest) > 0) {
+				newest = c
+			}
 		}
 	}
-	r.setEligible(0, true, recUndo)
+	first := -1
+	for i, m := range r.mems {
+		voter := m.Voter
+		if newest.Voters != "" {
+			voter = newest.Has(m.Name)
+		}
+		if !voter {
+			continue
+		}
+		if !r.hl.ineligible[i] {
+			return
+		}
+		if first < 0 {
+			first = i
+		}
+	}
+	if first >= 0 {
+		r.setEligible(first, true, recUndo)
+	}
 }
