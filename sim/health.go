@@ -216,9 +216,9 @@ func (r *run) healthSoft(n *node, ss protocols.SoftState) {
 }
 
 // healthHeal ends the health faults: each ineligible node stays so with
-// probability one half, but at least one voter of the newest configuration
-// is left eligible, so that liveness (an eligible leader every node
-// follows) is owed.
+// probability one half, but at least one voter that holds the newest
+// configuration is left eligible, so that liveness (an eligible leader
+// every node follows) is owed.
 func (r *run) healthHeal() {
 	if r.hl.ineligible == nil {
 		return
@@ -242,9 +242,14 @@ func (r *run) healthHeal() {
 	}
 	first := -1
 	for i, m := range r.mems {
+		// A node that can win: a voter of the newest configuration that
+		// holds it. A voter added by a change it never heard of cannot
+		// campaign; if only ineligible nodes know of the change, nobody
+		// leads until one of them is eligible again (docs/health.md).
+		n := r.nodes[i]
 		voter := m.Voter
 		if newest.Voters != "" {
-			voter = newest.Has(m.Name)
+			voter = newest.Has(m.Name) && (n.hs.Config == newest || n.st.Config == newest)
 		}
 		if !voter {
 			continue
