@@ -196,7 +196,7 @@ func (r *run) transferSent(m protocols.Message) {
 }
 
 // healthSoft checks that n, announcing ss, is not given leadership while
-// ineligible.
+// its protocol knows it is ineligible.
 func (r *run) healthSoft(n *node, ss protocols.SoftState) {
 	if !r.o.Checks.Health {
 		return
@@ -208,14 +208,17 @@ func (r *run) healthSoft(n *node, ss protocols.SoftState) {
 		return
 	}
 	r.hl.leading[n.idx] = ss.Epoch
-	if was != ss.Epoch && r.hl.ineligible[n.idx] {
+	// Ineligible as its protocol was told: a paused process learns of a
+	// change only when it runs again (its own checks do not run either).
+	if was != ss.Epoch && r.hl.told[n.idx].Ineligible {
 		r.violate(InvHealth, "n%d became leader of epoch %d while ineligible", n.idx+1, ss.Epoch)
 	}
 }
 
 // healthHeal ends the health faults: each ineligible node stays so with
-// probability one half, but at least one voter is left eligible, so that
-// liveness (an eligible leader every node follows) is owed.
+// probability one half, but at least one voter that holds the newest
+// configuration is left eligible, so that liveness (an eligible leader
+// every node follows) is owed.
 func (r *run) healthHeal() {
 	if r.hl.ineligible == nil {
 		return
@@ -227,10 +230,38 @@ func (r *run) healthHeal() {
 			r.setEligible(i, true, recUndo)
 		}
 	}
-	for i, m := range r.mems {
-		if m.Voter && !r.hl.ineligible[i] {
-			return
+	// The voters that matter are those of the newest configuration any
+	// node holds (voter changes move them); before any, the initial ones.
+	var newest protocols.Configuration
+	for _, n := range r.nodes {
+		for _, c := range []protocols.Configuration{n.hs.Config, n.st.Config} {
+			if c.Voters != "" && (newest.Voters == "" || c.Compare(newest) > 0) {
+				newest = c
+			}
 		}
 	}
-	r.setEligible(0, true, recUndo)
+	first := -1
+	for i, m := range r.mems {
+		// A node that can win: a voter of the newest configuration that
+		// holds it. A voter added by a change it never heard of cannot
+		// campaign; if only ineligible nodes know of the change, nobody
+		// leads until one of them is eligible again (docs/health.md).
+		n := r.nodes[i]
+		voter := m.Voter
+		if newest.Voters != "" {
+			voter = newest.Has(m.Name) && (n.hs.Config == newest || n.st.Config == newest)
+		}
+		if !voter {
+			continue
+		}
+		if !r.hl.ineligible[i] {
+			return
+		}
+		if first < 0 {
+			first = i
+		}
+	}
+	if first >= 0 {
+		r.setEligible(first, true, recUndo)
+	}
 }
