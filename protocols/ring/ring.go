@@ -380,7 +380,7 @@ func (n *Node) candidateGone(c protocols.ID) bool {
 // id unless already taking part, win when our own id comes back.
 func (n *Node) stepElect(m protocols.Message) {
 	c := m.Candidate
-	if m.Hops >= n.maxHops() || n.candidateGone(c) {
+	if m.Hops >= n.maxHops() || n.candidateGone(c) || n.predatesLeadership(m) {
 		return
 	}
 	fwd := func() {
@@ -411,12 +411,25 @@ func (n *Node) stepElect(m protocols.Message) {
 	}
 }
 
+// predatesLeadership reports whether m, an election message, was sent by
+// a member that had not yet seen this leader's epoch: it belongs to a
+// round that this node's own election already ended. Acting on it made a
+// newly elected leader start another election (a lower candidate's
+// message) and give up leadership while the crashed leader before it was
+// still routed around only by suspicions the change then dropped, so
+// failover waited seconds for gossip (docs/simulator.md, finding 1). A
+// member that really lost this leader sends with at least its epoch, or
+// hears its heartbeats and follows.
+func (n *Node) predatesLeadership(m protocols.Message) bool {
+	return n.st == stLeader && m.Epoch < n.epoch
+}
+
 // stepProbe is HS: a probe of a higher candidate travels on until it has
 // made 2^phase hops, then turns into a reply; lower candidates are
 // swallowed; our own probe arriving means it went all the way round.
 func (n *Node) stepProbe(m protocols.Message) {
 	c := m.Candidate
-	if m.Phase > 31 || m.Hops == 0 || m.Hops > 1<<m.Phase || n.candidateGone(c) {
+	if m.Phase > 31 || m.Hops == 0 || m.Hops > 1<<m.Phase || n.candidateGone(c) || n.predatesLeadership(m) {
 		return
 	}
 	relay := func() {

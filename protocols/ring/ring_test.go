@@ -170,6 +170,36 @@ func TestStaleLeaderIgnored(t *testing.T) {
 	}
 }
 
+// TestLeaderIgnoresElectionsFromBeforeItsEpoch: a leader that receives an
+// election message sent before its own election ended (the sender had not
+// seen its epoch) keeps leading; the same message sent at its epoch starts
+// an election, as before. Acting on the stale one made a new leader
+// abdicate and failover wait for gossip (docs/simulator.md, finding 1).
+func TestLeaderIgnoresElectionsFromBeforeItsEpoch(t *testing.T) {
+	for _, alg := range algs {
+		for _, stale := range []bool{true, false} {
+			nw := newNetwork(t, seq(3), withAlg(alg))
+			nw.Advance(500 * time.Millisecond)
+			e := nw.Agreed(3)
+			sent := e
+			if stale {
+				sent = e - 1
+			}
+			m := protocols.Message{Kind: protocols.MsgRingElect, From: 2, To: 3, Candidate: 1, Epoch: sent}
+			if alg == AlgHS {
+				m = protocols.Message{Kind: protocols.MsgHSProbe, From: 2, To: 3, Candidate: 1, Phase: 0, Hops: 1, Epoch: sent}
+			}
+			if err := nw.Nodes[3].Step(nw.Now, m); err != nil {
+				t.Fatal(err)
+			}
+			leads := nw.Nodes[3].Status(nw.Now).Role == protocols.Leader
+			if leads != stale {
+				t.Errorf("%s: a lower candidate's election sent at epoch %#x (leader's %#x): still leading = %v, want %v", alg, sent, e, leads, stale)
+			}
+		}
+	}
+}
+
 func TestStepErrors(t *testing.T) {
 	for _, alg := range algs {
 		nw := newNetwork(t, seq(3), withAlg(alg))
