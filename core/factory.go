@@ -35,10 +35,10 @@ type ProtocolSpec struct {
 	HeartbeatInterval time.Duration
 	// PreVote and CheckQuorum are majority's; Preempt is bully's.
 	PreVote, CheckQuorum, Preempt bool
-	// Candidacy is the node's candidacy at start (majority; see
-	// protocols.CandidacySetter), PreemptDelay how long a reachable,
-	// eligible voter of higher priority must be stable before a majority
-	// leader hands over to it.
+	// Candidacy is the node's candidacy at start (protocols.CandidacySetter;
+	// bully and ring use only its eligibility), PreemptDelay how long a
+	// reachable, eligible voter of higher priority must be stable before
+	// a majority leader hands over to it.
 	Candidacy    protocols.Candidacy
 	PreemptDelay time.Duration
 	// MaxClockDrift is the clock-rate drift majority's lease tolerates.
@@ -88,6 +88,10 @@ func NewProtocol(s ProtocolSpec) (protocols.Protocol, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("core: election: %w", err)
+	}
+	if cs, ok := p.(protocols.CandidacySetter); ok && s.Protocol != ProtocolMajority && s.Candidacy != (protocols.Candidacy{}) {
+		// Bully and ring take their candidacy as an input only.
+		cs.SetCandidacy(s.Now, s.Candidacy)
 	}
 	return p, nil
 }

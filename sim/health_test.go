@@ -6,6 +6,7 @@ import (
 	"github.com/conclave-agent/conclave/internal/racetest"
 	"github.com/conclave-agent/conclave/protocols/majority"
 	"github.com/conclave-agent/conclave/sim"
+	"github.com/conclave-agent/conclave/sim/registry"
 )
 
 // healthSchedules is what CI runs at full count; the soak command runs many
@@ -86,5 +87,39 @@ func TestHealthStaleConfigLiveness(t *testing.T) {
 		if res.Violation != nil {
 			t.Errorf("seed %d violates:\n%v", seed, res.Violation)
 		}
+	}
+}
+
+// TestBullyRingHealthSchedules runs bully and ring under the health
+// nemesis: an ineligible node abstains from elections (never put forward,
+// never given leadership), a leader that turns ineligible resigns, and
+// once the heal leaves a node eligible the cluster elects one.
+func TestBullyRingHealthSchedules(t *testing.T) {
+	n := healthSchedules / 4
+	if testing.Short() || racetest.Enabled {
+		n = 100
+	}
+	for _, name := range []string{"bully", "ring", "ring-hs"} {
+		t.Run(name, func(t *testing.T) {
+			o, err := registry.Options(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o.Faults = sim.HealthFaults()
+			o.Checks.Health = true
+			st, bad, err := sim.RunMany(o, sim.Batch{Base: 21, Schedules: n, MaxViolations: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range bad {
+				t.Errorf("%s violated %s under health faults (seed %d)\n%v", name, r.Violation.Invariant, r.Seed, r.Violation)
+			}
+			if len(bad) == 0 && st.Schedules != n {
+				t.Fatalf("ran %d schedules, want %d", st.Schedules, n)
+			}
+			if st.Faults[sim.FaultHealth] == 0 {
+				t.Error("no health fault injected")
+			}
+		})
 	}
 }

@@ -53,6 +53,11 @@ type Node struct {
 	deadline protocols.Time // follower: heartbeat timeout; elections: OK/COORDINATOR wait
 	hbDue    protocols.Time // leader: next heartbeat round
 
+	// ineligible is the candidacy (SetCandidacy): the node abstains
+	// while it is set.
+	ineligible bool
+	// nudgeAt rate-limits nudge.
+	nudgeAt protocols.Time
 	// abstain is the resign machinery: after Resign the node abstains,
 	// then spares the coordinator that replaced it.
 	abstain highest.Abstention
@@ -99,7 +104,9 @@ func New(cfg Config) (*Node, error) {
 	return n, nil
 }
 
-func (n *Node) abstaining() bool { return n.abstain.Active(n.now) }
+// abstaining reports whether this node stays out of elections now: after a
+// Resign, and while ineligible (SetCandidacy).
+func (n *Node) abstaining() bool { return n.ineligible || n.abstain.Active(n.now) }
 
 func (n *Node) send(m protocols.Message) {
 	m.From = n.id
@@ -189,12 +196,16 @@ func (n *Node) follow(l protocols.ID, e uint64) {
 // announce handles COORDINATOR and heartbeat messages: leader l claims epoch
 // e.
 func (n *Node) announce(l protocols.ID, e uint64) {
+	if e < n.epoch && n.ineligible && n.leader == protocols.None && l != n.id && l == protocols.EpochLeader(e) {
+		n.nudge(l)
+		return
+	}
 	if e < n.epoch || l == n.id || l != protocols.EpochLeader(e) {
 		// Stale, or an epoch its sender did not create: ignore. A stale
 		// coordinator learns of the newer one from its heartbeats.
 		return
 	}
-	if l < n.id && n.preempt && !n.abstain.Spares(n.now, l) {
+	if l < n.id && n.preempt && !n.ineligible && !n.abstain.Spares(n.now, l) {
 		// A lower id leads while we are alive: bully it out, unless we are
 		// already electing. seen already covers e, so our epoch exceeds it.
 		if n.st == stFollower || n.st == stLeader {
@@ -256,6 +267,11 @@ func (n *Node) stepElection(m protocols.Message) {
 	switch n.st {
 	case stLeader:
 		switch {
+		case m.Epoch > n.epoch && n.ineligible:
+			// The sender would refuse our epoch as stale, and an
+			// ineligible node takes no new one: step down.
+			n.st, n.leader = stFollower, protocols.None
+			n.resetFollowerTimer()
 		case m.Epoch > n.epoch:
 			// The sender would refuse our epoch as stale: take a new one.
 			n.becomeLeader()
@@ -276,6 +292,14 @@ func (n *Node) stepElection(m protocols.Message) {
 // Tick fires elapsed timeouts and sends the coordinator's heartbeats.
 func (n *Node) Tick(now protocols.Time) {
 	n.now = now
+	if n.st == stLeader && n.ineligible && now >= n.nudgeAt {
+		// An ineligible leader that found nobody to hand over to tries
+		// again once an election timeout, as members come back.
+		n.nudgeAt = now.Add(n.et)
+		if n.Resign(now) == nil {
+			return
+		}
+	}
 	if now < n.deadline && n.st != stLeader {
 		return
 	}
@@ -374,6 +398,51 @@ func (n *Node) higherLive() bool {
 		}
 	}
 	return false
+}
+
+// nudge tells coordinator l, whose epoch is older than this node's, that a
+// newer one exists, by handing over to it as Resign does (an ELECTION
+// carrying this node's epoch): l then takes a fresh epoch this node can
+// follow. Only an ineligible node without a leader does this — an eligible
+// one would elect itself, and an ineligible one that stayed silent
+// followed no one for ever (the simulator's health schedules found it: the
+// newest coordinator resigned on turning ineligible, while a coordinator
+// of an older epoch from a healed partition heartbeated it). At most once
+// an election timeout.
+func (n *Node) nudge(l protocols.ID) {
+	if n.now < n.nudgeAt {
+		return
+	}
+	n.nudgeAt = n.now.Add(n.et)
+	n.send(protocols.Message{Kind: protocols.MsgElection, To: l, Epoch: n.epochs.Seen()})
+}
+
+// SetCandidacy implements protocols.CandidacySetter (docs/health.md). An
+// ineligible node does not put its id forward: it abstains from elections
+// as a resigned coordinator does (answers no ELECTION, so lower ids do not
+// wait for it, starts none, preempts no lower coordinator) but follows
+// and relays as usual; a coordinator that turns ineligible resigns, and
+// keeps leading only when no other member is live to take over. Priority
+// is not used: bully orders candidates by id alone.
+func (n *Node) SetCandidacy(now protocols.Time, c protocols.Candidacy) {
+	n.now = now
+	if c.Ineligible == n.ineligible {
+		return
+	}
+	n.ineligible = c.Ineligible
+	n.log.Infow("bully: candidacy changed", "node", n.id, "eligible", !c.Ineligible)
+	if !n.ineligible {
+		return
+	}
+	switch n.st {
+	case stLeader:
+		if err := n.Resign(now); err != nil {
+			n.log.Infow("bully: ineligible but staying coordinator: no other member is live to take over", "node", n.id)
+		}
+	case stElecting, stAwaiting:
+		n.st, n.leader = stFollower, protocols.None
+		n.resetFollowerTimer()
+	}
 }
 
 // Resign makes the coordinator step down. It hands over to the highest other

@@ -9,9 +9,9 @@ import (
 
 // setCand changes a node's candidacy as the agent does on a health change.
 func (tn *testNet) setCand(id protocols.ID, c protocols.Candidacy) {
-	tn.nodes[id].SetCandidacy(tn.now, c)
-	tn.drain(id)
-	tn.deliver()
+	tn.Nodes[id].SetCandidacy(tn.Now, c)
+	tn.Drain(id)
+	tn.Deliver()
 }
 
 var ineligible = protocols.Candidacy{Ineligible: true}
@@ -22,7 +22,7 @@ func TestIneligibleNodesNeverCampaignButStillVote(t *testing.T) {
 	tn.setCand(2, ineligible)
 	l, _ := tn.runUntilLeader(10 * time.Second)
 	if l != 3 {
-		t.Fatalf("leader %d, want n3, the one eligible node (it needs the others' votes)\n%s", l, tn.status())
+		t.Fatalf("leader %d, want n3, the one eligible node (it needs the others' votes)\n%s", l, tn.Status())
 	}
 
 	// Nobody eligible: after the leader crashes nobody may campaign.
@@ -30,16 +30,16 @@ func TestIneligibleNodesNeverCampaignButStillVote(t *testing.T) {
 	for id := protocols.ID(1); id <= 3; id++ {
 		tn2.setCand(id, ineligible)
 	}
-	tn2.run(10 * time.Second)
+	tn2.Advance(10 * time.Second)
 	if l := tn2.leader(); l != protocols.None {
-		t.Fatalf("n%d leads though every node is ineligible\n%s", l, tn2.status())
+		t.Fatalf("n%d leads though every node is ineligible\n%s", l, tn2.Status())
 	}
-	if tn2.sent[protocols.MsgPreVote]+tn2.sent[protocols.MsgVote] != 0 {
-		t.Fatalf("ineligible nodes sent %d pre-votes and %d votes", tn2.sent[protocols.MsgPreVote], tn2.sent[protocols.MsgVote])
+	if tn2.Sent[protocols.MsgPreVote]+tn2.Sent[protocols.MsgVote] != 0 {
+		t.Fatalf("ineligible nodes sent %d pre-votes and %d votes", tn2.Sent[protocols.MsgPreVote], tn2.Sent[protocols.MsgVote])
 	}
 	tn2.setCand(2, protocols.Candidacy{})
 	if l, _ := tn2.runUntilLeader(5 * time.Second); l != 2 {
-		t.Fatalf("leader %d once n2 is eligible again, want n2\n%s", l, tn2.status())
+		t.Fatalf("leader %d once n2 is eligible again, want n2\n%s", l, tn2.Status())
 	}
 }
 
@@ -50,54 +50,54 @@ func TestIneligibleLeaderHandsOver(t *testing.T) {
 	if old == protocols.None {
 		t.Fatal("no leader")
 	}
-	tn.run(time.Second) // every voter answered a heartbeat
+	tn.Advance(time.Second) // every voter answered a heartbeat
 	tn.setCand(old, ineligible)
-	if st := tn.nodes[old].Status(tn.now); st.Role == protocols.Leader {
+	if st := tn.Nodes[old].Status(tn.Now); st.Role == protocols.Leader {
 		t.Fatalf("n%d still reports itself leader once ineligible: %+v", old, st)
 	}
-	start := tn.now
-	for tn.now.Sub(start) < cfg.ElectionTimeout {
-		tn.run(testTick)
-		if tn.nodes[old].Status(tn.now).Role == protocols.Leader {
-			t.Fatalf("ineligible n%d reports itself leader again\n%s", old, tn.status())
+	start := tn.Now
+	for tn.Now.Sub(start) < cfg.ElectionTimeout {
+		tn.Advance(testTick)
+		if tn.Nodes[old].Status(tn.Now).Role == protocols.Leader {
+			t.Fatalf("ineligible n%d reports itself leader again\n%s", old, tn.Status())
 		}
 		if l := tn.leader(); l != protocols.None {
-			if got := tn.nodes[old].Transfers(); got.Health != 1 {
+			if got := tn.Nodes[old].Transfers(); got.Health != 1 {
 				t.Errorf("transfers %+v, want one for health", got)
 			}
 			return
 		}
 	}
-	t.Fatalf("no new leader within an election timeout of the old one turning ineligible\n%s", tn.status())
+	t.Fatalf("no new leader within an election timeout of the old one turning ineligible\n%s", tn.Status())
 }
 
 func TestIneligibleLeaderWithoutTargetKeepsLeading(t *testing.T) {
 	tn := newTestNet(3, 0, 4, baseConfig())
 	l, _ := tn.runUntilLeader(10 * time.Second)
 	var others []protocols.ID
-	for _, id := range tn.ids() {
+	for _, id := range tn.Live() {
 		if id != l {
 			others = append(others, id)
 			tn.setCand(id, ineligible)
 		}
 	}
-	tn.run(time.Second)
+	tn.Advance(time.Second)
 	tn.setCand(l, ineligible)
-	tn.run(5 * time.Second)
-	st := tn.nodes[l].Status(tn.now)
+	tn.Advance(5 * time.Second)
+	st := tn.Nodes[l].Status(tn.Now)
 	if st.Role != protocols.Leader || !st.NoEligibleTarget {
 		t.Fatalf("n%d: %+v, want leader with NoEligibleTarget (no voter could take over)", l, st)
 	}
 	tn.setCand(others[1], protocols.Candidacy{})
 	got, _ := tn.runUntilLeader(time.Second)
-	for got == l && tn.nodes[l].Status(tn.now).Role == protocols.Leader {
-		tn.run(testTick)
-		if tn.now.Sub(0) > 30*time.Second {
-			t.Fatalf("n%d kept leading though n%d became eligible\n%s", l, others[1], tn.status())
+	for got == l && tn.Nodes[l].Status(tn.Now).Role == protocols.Leader {
+		tn.Advance(testTick)
+		if tn.Now.Sub(0) > 30*time.Second {
+			t.Fatalf("n%d kept leading though n%d became eligible\n%s", l, others[1], tn.Status())
 		}
 	}
 	if got, _ := tn.runUntilLeader(3 * time.Second); got != others[1] {
-		t.Fatalf("leader %d, want n%d, the one eligible voter\n%s", got, others[1], tn.status())
+		t.Fatalf("leader %d, want n%d, the one eligible voter\n%s", got, others[1], tn.Status())
 	}
 }
 
@@ -110,43 +110,43 @@ func TestPreferredNodeTakesOverByHandover(t *testing.T) {
 	cfg.PreemptDelay = 3 * time.Second
 	tn := newTestNet(3, 0, 5, cfg)
 	tn.runUntilLeader(10 * time.Second)
-	tn.run(time.Second)
+	tn.Advance(time.Second)
 	tn.crash(3)
-	tn.run(5 * time.Second)
+	tn.Advance(5 * time.Second)
 	l := tn.leader()
 	if l == protocols.None || l == 3 {
 		t.Fatalf("leader %d", l)
 	}
-	tn.run(2 * time.Second)
+	tn.Advance(2 * time.Second)
 	tn.cfg.Candidacy = protocols.Candidacy{Priority: 10}
 	tn.start(3)
-	back := tn.now
+	back := tn.Now
 	var gapStart protocols.Time = -1
 	var maxGap time.Duration
-	for tn.now.Sub(back) < cfg.PreemptDelay+5*time.Second {
-		tn.run(testTick)
+	for tn.Now.Sub(back) < cfg.PreemptDelay+5*time.Second {
+		tn.Advance(testTick)
 		cur := tn.leader()
 		switch {
 		case cur == protocols.None && gapStart < 0:
-			gapStart = tn.now
+			gapStart = tn.Now
 		case cur != protocols.None && gapStart >= 0:
-			maxGap = max(maxGap, tn.now.Sub(gapStart))
+			maxGap = max(maxGap, tn.Now.Sub(gapStart))
 			gapStart = -1
 		}
 		if cur == 3 {
-			if d := tn.now.Sub(back); d < cfg.PreemptDelay {
+			if d := tn.Now.Sub(back); d < cfg.PreemptDelay {
 				t.Fatalf("n3 took over %v after its restart, before the preempt delay %v", d, cfg.PreemptDelay)
 			}
 			if maxGap >= cfg.ElectionTimeout {
 				t.Fatalf("%v without a leader during the hand-over", maxGap)
 			}
-			if got := tn.nodes[l].Transfers(); got.Priority != 1 {
+			if got := tn.Nodes[l].Transfers(); got.Priority != 1 {
 				t.Errorf("n%d's transfers %+v, want one for priority", l, got)
 			}
 			return
 		}
 	}
-	t.Fatalf("n3 (priority 10) never took over\n%s", tn.status())
+	t.Fatalf("n3 (priority 10) never took over\n%s", tn.Status())
 }
 
 func TestFlappingPreferredNodeNeverTakesOver(t *testing.T) {
@@ -161,9 +161,9 @@ func TestFlappingPreferredNodeNeverTakesOver(t *testing.T) {
 	for i := range 20 {
 		c := protocols.Candidacy{Priority: 10, Ineligible: i%2 == 1}
 		tn.setCand(3, c)
-		tn.run(time.Second)
+		tn.Advance(time.Second)
 		if got := tn.leader(); got != l {
-			t.Fatalf("after %d flaps leader is %d, want n%d to keep it\n%s", i+1, got, l, tn.status())
+			t.Fatalf("after %d flaps leader is %d, want n%d to keep it\n%s", i+1, got, l, tn.Status())
 		}
 	}
 }
@@ -172,20 +172,20 @@ func TestFlappingPreferredNodeNeverTakesOver(t *testing.T) {
 // stops campaigning at once and cannot win the term it started.
 func TestSetCandidacyAbandonsCampaign(t *testing.T) {
 	tn := newTestNet(3, 0, 7, baseConfig())
-	tn.isolate(1)
-	for tn.nodes[1].Status(tn.now).Role != protocols.Candidate {
-		tn.run(testTick)
-		if tn.now.Sub(0) > 10*time.Second {
+	tn.Isolate(1)
+	for tn.Nodes[1].Status(tn.Now).Role != protocols.Candidate {
+		tn.Advance(testTick)
+		if tn.Now.Sub(0) > 10*time.Second {
 			t.Fatal("n1 never campaigned")
 		}
 	}
 	tn.setCand(1, ineligible)
-	if st := tn.nodes[1].Status(tn.now); st.Role != protocols.Follower {
+	if st := tn.Nodes[1].Status(tn.Now); st.Role != protocols.Follower {
 		t.Fatalf("n1 %+v after turning ineligible, want follower", st)
 	}
-	tn.heal()
-	tn.run(10 * time.Second)
+	tn.Heal()
+	tn.Advance(10 * time.Second)
 	if tn.leader() == 1 {
-		t.Fatalf("ineligible n1 leads\n%s", tn.status())
+		t.Fatalf("ineligible n1 leads\n%s", tn.Status())
 	}
 }

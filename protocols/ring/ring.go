@@ -67,6 +67,11 @@ type Node struct {
 	// abstain is the resign machinery: after Resign the node relays
 	// without competing, then spares the leader that replaced it.
 	abstain highest.Abstention
+	// ineligible is the candidacy (SetCandidacy): the node abstains
+	// while it is set.
+	ineligible bool
+	// nudgeAt rate-limits nudge.
+	nudgeAt protocols.Time
 
 	// inflight holds the election messages (ELECT, HS probes and replies)
 	// sent since this node last followed or became a leader, so that one
@@ -141,7 +146,9 @@ func (n *Node) neighbor(d protocols.Direction) protocols.ID {
 // candidate died unnoticed would otherwise circle for ever.
 func (n *Node) maxHops() uint32 { return uint32(2*len(n.members.IDs()) + 2) }
 
-func (n *Node) abstaining() bool { return n.abstain.Active(n.now) }
+// abstaining reports whether this node stays out of elections now: after a
+// Resign, and while ineligible (SetCandidacy).
+func (n *Node) abstaining() bool { return n.ineligible || n.abstain.Active(n.now) }
 
 func (n *Node) send(m protocols.Message) {
 	m.From = n.id
@@ -307,7 +314,7 @@ func (n *Node) acceptable(l protocols.ID, e uint64) bool {
 // place, so that the highest live id leads. A resigned node lets the leader
 // that replaced it be.
 func (n *Node) usurped(l protocols.ID) bool {
-	return l < n.id && !n.abstain.Spares(n.now, l)
+	return l < n.id && !n.ineligible && !n.abstain.Spares(n.now, l)
 }
 
 // Step handles message m received at local time now.
@@ -345,6 +352,10 @@ func (n *Node) Step(now protocols.Time, m protocols.Message) error {
 	case protocols.MsgRingLeader:
 		n.stepLeader(m)
 	case protocols.MsgHeartbeat:
+		if m.Leader == m.From && m.Epoch < n.epoch && n.ineligible && n.leader == protocols.None && m.From == protocols.EpochLeader(m.Epoch) {
+			n.nudge(m.From)
+			return nil
+		}
 		if m.Leader != m.From || !n.acceptable(m.From, m.Epoch) {
 			return nil
 		}
@@ -391,7 +402,8 @@ func (n *Node) stepElect(m protocols.Message) {
 	case n.abstaining():
 		// A resigned leader relays everyone, competing with no one. Its own
 		// empty opening message coming back means no one else took it up.
-		if c != protocols.None {
+		// An ineligible node drops its own id, sent before it turned so.
+		if c != protocols.None && !(n.ineligible && c == n.id) {
 			fwd()
 		}
 	case c == n.id:
@@ -444,7 +456,7 @@ func (n *Node) stepProbe(m protocols.Message) {
 	}
 	switch {
 	case n.abstaining():
-		if c != protocols.None {
+		if c != protocols.None && !(n.ineligible && c == n.id) {
 			relay()
 		}
 	case c == n.id:
@@ -516,6 +528,14 @@ func (n *Node) stepLeader(m protocols.Message) {
 // Tick fires elapsed timeouts and sends the leader's heartbeats.
 func (n *Node) Tick(now protocols.Time) {
 	n.now = now
+	if n.st == stLeader && n.ineligible && now >= n.nudgeAt {
+		// An ineligible leader that found nobody to hand over to tries
+		// again once an election timeout, as members come back.
+		n.nudgeAt = now.Add(n.et)
+		if n.Resign(now) == nil {
+			return
+		}
+	}
 	if n.participant && now >= n.roundEnd {
 		// The round stalled: no LEADER announcement came. Run again
 		// unless we follow a leader that is still heard from, or lead.
@@ -613,6 +633,56 @@ func (n *Node) Suspect(now protocols.Time, id protocols.ID, suspected bool) {
 func (n *Node) leaderLost(id protocols.ID) {
 	if n.st == stFollower && n.leader == id && !n.participant {
 		n.startElection()
+	}
+}
+
+// nudge tells leader l, whose epoch is older than this node's, that a
+// newer one exists: an election message without a candidate, sent to l
+// itself and carrying this node's epoch, makes l run a fresh election that
+// this node relays, and the winner's new epoch is one it can follow. Only
+// an ineligible node without a leader does this — an eligible one would
+// put itself forward, and an ineligible one that stayed silent followed no
+// one for ever (the simulator's health schedules found it: the newest
+// leader resigned on turning ineligible while a leader of an older epoch
+// from a healed partition heartbeated it). At most once an election
+// timeout.
+func (n *Node) nudge(l protocols.ID) {
+	if n.now < n.nudgeAt {
+		return
+	}
+	n.nudgeAt = n.now.Add(n.et)
+	if n.useHS {
+		n.send(protocols.Message{Kind: protocols.MsgHSProbe, To: l, Hops: 1, Direction: protocols.Clockwise, Epoch: n.epochs.Seen()})
+		return
+	}
+	n.send(protocols.Message{Kind: protocols.MsgRingElect, To: l, Epoch: n.epochs.Seen()})
+}
+
+// SetCandidacy implements protocols.CandidacySetter (docs/health.md). An
+// ineligible node does not put its id forward: it abstains from elections
+// as a resigned leader does (relays every candidate, competes with none,
+// usurps no lower leader) but follows and relays as usual; a candidate
+// that turns ineligible abandons its round, and a leader resigns, keeping
+// the lead only when it is alone on the ring. Priority is not used: ring
+// orders candidates by id alone.
+func (n *Node) SetCandidacy(now protocols.Time, c protocols.Candidacy) {
+	n.now = now
+	if c.Ineligible == n.ineligible {
+		return
+	}
+	n.ineligible = c.Ineligible
+	n.log.Infow("ring: candidacy changed", "node", n.id, "eligible", !c.Ineligible)
+	if !n.ineligible {
+		return
+	}
+	switch n.st {
+	case stLeader:
+		if err := n.Resign(now); err != nil {
+			n.log.Infow("ring: ineligible but staying leader: alone on the ring", "node", n.id)
+		}
+	case stCandidate:
+		n.st, n.leader = stFollower, protocols.None
+		n.resetTimer()
 	}
 }
 
