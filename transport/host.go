@@ -46,6 +46,10 @@ type Host struct {
 	streams map[network.Stream]struct{} // inbound streams being read
 	wg      sync.WaitGroup              // senders and inbound readers
 
+	// idleAfterNow is the prober's current slow speed (a Duration), for
+	// Reachable.
+	idleAfterNow atomic.Int64
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -64,6 +68,15 @@ type peerState struct {
 	// message, a probe, an answer to ours. Admission counts as heard, so
 	// a new member is not unreachable before it had a chance to speak.
 	heard atomic.Int64
+	// sent is when a message for the member was last queued (UnixNano, 0
+	// for never) and fastSince when sending last began after a pause of
+	// IdleProbeAfter: they choose the probe speed (probe.go).
+	sent, fastSince atomic.Int64
+	// failed is set when a probe failed and cleared when the member is
+	// heard again.
+	failed atomic.Bool
+	// probes counts probes started toward the member.
+	probes atomic.Uint64
 	// probing is true while a probe is in flight (guarded by Host.mu).
 	probing bool
 }
@@ -176,6 +189,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 			ps.wake()
 		}
 	}})
+	t.idleAfterNow.Store(int64(t.cfg.IdleProbeAfter))
 	t.wg.Add(1)
 	go t.runProber()
 	t.log.Info("transport started", zap.String("peer_id", h.ID().String()),
@@ -342,6 +356,7 @@ func (t *Host) Send(to protocols.ID, m protocols.Message) {
 		t.stats.drop(DropUnknownPeer)
 		return
 	}
+	t.sending(ps)
 	select {
 	case ps.queue <- m:
 	default:

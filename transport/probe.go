@@ -37,7 +37,96 @@ const (
 	// sender dials afresh instead of writing into the void until TCP's
 	// retransmission timeout, minutes later.
 	DefaultProbeTimeout = time.Second
+	// DefaultIdleProbeAfter: the slow speed, for members this node sends
+	// nothing to (followers of one leader, observers). Each probe opens a
+	// stream and wakes both processes; at the fast speed an idle agent
+	// spent most of its CPU probing its fleet (docs/benchmarks/analysis.md).
+	DefaultIdleProbeAfter = 5 * time.Second
+	// DefaultIdleProbeSpacing: a fleet agent with 99 idle members probes
+	// each every 99 s, one probe a second in all (and answers about as
+	// many).
+	DefaultIdleProbeSpacing = time.Second
 )
+
+// probeTimes is what the prober knows of one member at one instant; the
+// choices below are pure functions of it so they can be tested without a
+// clock. A member is probed at one of two speeds:
+//
+//   - fast (ProbeAfter): this node sent the member something within
+//     IdleProbeAfter, so a half-open connection would lose election
+//     traffic; or the last probe failed, so the member is suspect and
+//     should be seen back soon.
+//   - slow (idleAfter): nothing is at stake but the reachability count of
+//     an idle member, which may lag.
+type probeTimes struct {
+	now, heard, sent, fastSince int64 // UnixNano; sent 0 = never
+	failed                      bool
+}
+
+// active: sent something within window.
+func (p probeTimes) active(window time.Duration) bool {
+	return p.sent != 0 && time.Duration(p.now-p.sent) <= window
+}
+
+// probeAfter is how much silence earns the member a probe.
+func (t *Host) probeAfter(p probeTimes, idleAfter time.Duration) time.Duration {
+	if p.failed || p.active(t.cfg.IdleProbeAfter) {
+		return t.cfg.ProbeAfter
+	}
+	return idleAfter
+}
+
+// idleAfter is the slow speed with n idle members: IdleProbeAfter, or
+// n·IdleProbeSpacing when that is longer, so the probe rate toward idle
+// members stays bounded however large the fleet.
+func (t *Host) idleAfter(n int) time.Duration {
+	return max(t.cfg.IdleProbeAfter, time.Duration(n)*t.cfg.IdleProbeSpacing)
+}
+
+// reachable decides Reachable from the member's times.
+//
+//   - Heard within the fast window: reachable, as before two speeds.
+//   - A probe failed since it was last heard: unreachable.
+//   - Fast for a whole fast window and still silent: unreachable (it was
+//     probed at the fast speed and never answered).
+//   - Otherwise (idle): reachable while heard within the slow window; a
+//     member that just turned fast keeps this until its first fast probe
+//     decides, so reachability does not flap when traffic starts.
+func (t *Host) reachable(p probeTimes, idleAfter time.Duration) bool {
+	silent := time.Duration(p.now - p.heard)
+	if silent <= t.window(t.cfg.ProbeAfter) {
+		return true
+	}
+	if p.failed {
+		return false
+	}
+	if p.active(t.cfg.IdleProbeAfter) && time.Duration(p.now-p.fastSince) > t.window(t.cfg.ProbeAfter) {
+		return false
+	}
+	return silent <= t.window(idleAfter)
+}
+
+// window is how long a member counts as reachable after it was last heard
+// when it is probed after `after` of silence: the probe has ProbeTimeout
+// to answer; one more `after` absorbs a probe that starts late.
+func (t *Host) window(after time.Duration) time.Duration {
+	return 2*after + t.cfg.ProbeTimeout
+}
+
+func (ps *peerState) times(now int64) probeTimes {
+	return probeTimes{now: now, heard: ps.heard.Load(), sent: ps.sent.Load(),
+		fastSince: ps.fastSince.Load(), failed: ps.failed.Load()}
+}
+
+// sending records that a message is queued for ps: the member turns fast
+// (see probeTimes) for IdleProbeAfter.
+func (t *Host) sending(ps *peerState) {
+	now := time.Now().UnixNano()
+	prev := ps.sent.Swap(now)
+	if prev == 0 || time.Duration(now-prev) > t.cfg.IdleProbeAfter {
+		ps.fastSince.Store(now)
+	}
+}
 
 // heard records that the member answered or sent something. A member heard
 // again after a silence also wakes its sender, which may be waiting out a
@@ -45,6 +134,7 @@ const (
 func (t *Host) heard(ps *peerState) {
 	now := time.Now().UnixNano()
 	prev := ps.heard.Swap(now)
+	ps.failed.Store(false)
 	if time.Duration(now-prev) >= t.cfg.ProbeAfter {
 		ps.wake()
 	}
@@ -59,7 +149,8 @@ func (ps *peerState) wake() {
 }
 
 // Reachable implements Transport: whether id was heard from (a message, a
-// probe, or an answer to ours) within ReachableWindow.
+// probe, or an answer to ours) recently enough for the speed it is probed
+// at (see reachable).
 func (t *Host) Reachable(id protocols.ID) bool {
 	t.mu.RLock()
 	ps := t.peers[id]
@@ -67,18 +158,13 @@ func (t *Host) Reachable(id protocols.ID) bool {
 	if ps == nil {
 		return false
 	}
-	return time.Since(time.Unix(0, ps.heard.Load())) <= t.reachableWindow()
+	return t.reachable(ps.times(time.Now().UnixNano()), time.Duration(t.idleAfterNow.Load()))
 }
 
-// reachableWindow is how long a member counts as reachable after it was
-// last heard: a live member is probed after ProbeAfter of silence, and the
-// probe has ProbeTimeout to answer; one more ProbeAfter absorbs a probe
-// that starts late.
-func (t *Host) reachableWindow() time.Duration {
-	return 2*t.cfg.ProbeAfter + t.cfg.ProbeTimeout
-}
-
-// runProber probes every silent member every ProbeAfter.
+// runProber probes silent members: every ProbeAfter it starts a probe
+// toward each fast member silent for ProbeAfter, and toward a share of the
+// idle ones silent for the slow speed, so their probes spread out instead
+// of all starting on one tick.
 func (t *Host) runProber() {
 	defer t.wg.Done()
 	tick := time.NewTicker(t.cfg.ProbeAfter)
@@ -89,17 +175,37 @@ func (t *Host) runProber() {
 			return
 		case <-tick.C:
 		}
-		now := time.Now()
+		now := time.Now().UnixNano()
 		t.mu.Lock()
 		if t.closed {
 			t.mu.Unlock()
 			return
 		}
+		idle := 0
 		for _, ps := range t.peers {
-			if ps.probing || now.Sub(time.Unix(0, ps.heard.Load())) < t.cfg.ProbeAfter {
+			if t.probeAfter(ps.times(now), 0) != t.cfg.ProbeAfter {
+				idle++
+			}
+		}
+		idleAfter := t.idleAfter(idle)
+		t.idleAfterNow.Store(int64(idleAfter))
+		// Idle members due on this tick, at most: their fair share of
+		// one slow period, rounded up.
+		budget := max(1, (idle*int(t.cfg.ProbeAfter)+int(idleAfter)-1)/int(idleAfter))
+		for _, ps := range t.peers {
+			p := ps.times(now)
+			after := t.probeAfter(p, idleAfter)
+			if ps.probing || time.Duration(now-p.heard) < after {
 				continue
 			}
+			if after != t.cfg.ProbeAfter {
+				if budget == 0 {
+					continue
+				}
+				budget--
+			}
 			ps.probing = true
+			ps.probes.Add(1)
 			t.wg.Add(1)
 			go t.probe(ps)
 		}
@@ -132,6 +238,11 @@ func (t *Host) probe(ps *peerState) {
 	case <-ps.stop:
 		return
 	default:
+	}
+	if ps.heard.Load() == heardBefore {
+		// Suspect until heard again: unreachable at once, whatever its
+		// speed, and probed at the fast speed.
+		ps.failed.Store(true)
 	}
 	// Anything heard meanwhile (a message on that very connection) shows
 	// it is not half-open, only slow: a starved host must not lose its
