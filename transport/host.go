@@ -75,6 +75,8 @@ type peerState struct {
 	// failed is set when a probe failed and cleared when the member is
 	// heard again.
 	failed atomic.Bool
+	// answered is set by the first probe that succeeds (probeTimes).
+	answered atomic.Bool
 	// probes counts probes started toward the member.
 	probes atomic.Uint64
 	// probing is true while a probe is in flight (guarded by Host.mu).

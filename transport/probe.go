@@ -55,12 +55,17 @@ const (
 //   - fast (ProbeAfter): this node sent the member something within
 //     IdleProbeAfter, so a half-open connection would lose election
 //     traffic; or the last probe failed, so the member is suspect and
-//     should be seen back soon.
+//     should be seen back soon; and toward a member no probe reached yet.
 //   - slow (idleAfter): nothing is at stake but the reachability count of
 //     an idle member, which may lag.
 type probeTimes struct {
 	now, heard, sent, fastSince int64 // UnixNano; sent 0 = never
 	failed                      bool
+	// answered: a probe of this member succeeded once. Until then it is
+	// probed at the fast speed, which also opens the connection: an
+	// election's first vote request to a member nobody talked to would
+	// otherwise wait for a dial and a Noise handshake.
+	answered bool
 }
 
 // active: sent something within window.
@@ -70,7 +75,7 @@ func (p probeTimes) active(window time.Duration) bool {
 
 // probeAfter is how much silence earns the member a probe.
 func (t *Host) probeAfter(p probeTimes, idleAfter time.Duration) time.Duration {
-	if p.failed || p.active(t.cfg.IdleProbeAfter) {
+	if p.failed || !p.answered || p.active(t.cfg.IdleProbeAfter) {
 		return t.cfg.ProbeAfter
 	}
 	return idleAfter
@@ -115,7 +120,7 @@ func (t *Host) window(after time.Duration) time.Duration {
 
 func (ps *peerState) times(now int64) probeTimes {
 	return probeTimes{now: now, heard: ps.heard.Load(), sent: ps.sent.Load(),
-		fastSince: ps.fastSince.Load(), failed: ps.failed.Load()}
+		fastSince: ps.fastSince.Load(), failed: ps.failed.Load(), answered: ps.answered.Load()}
 }
 
 // sending records that a message is queued for ps: the member turns fast
@@ -228,6 +233,7 @@ func (t *Host) probe(ps *peerState) {
 	defer cancel()
 	err := t.echo(ctx, ps)
 	if err == nil {
+		ps.answered.Store(true)
 		t.heard(ps)
 		return
 	}
