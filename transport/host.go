@@ -77,8 +77,13 @@ type peerState struct {
 	failed atomic.Bool
 	// answered is set by the first probe that succeeds (probeTimes).
 	answered atomic.Bool
-	// probes counts probes started toward the member.
-	probes atomic.Uint64
+	// probeStream is the member's long-lived probe stream, kept between
+	// probes (only the probe goroutine, one at a time, touches it).
+	probeStream network.Stream
+	// probes counts probes started toward the member, probeStreams the
+	// streams they opened.
+	probeStreams atomic.Uint64
+	probes       atomic.Uint64
 	// probing is true while a probe is in flight (guarded by Host.mu).
 	probing bool
 }
@@ -175,6 +180,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	t.h = h
 	h.SetStreamHandler(protocol.ID(ProtocolID), t.handleStream)
 	h.SetStreamHandler(protocol.ID(ProbeProtocolID), t.handleProbe)
+	h.SetStreamHandler(protocol.ID(ProbeStreamProtocolID), t.handleProbeStream)
 	// A member that connects to us is back: its sender may be waiting
 	// out a long backoff from when it was unreachable. Only inbound
 	// connections: our own dials succeeding would wake the sender that

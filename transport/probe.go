@@ -24,6 +24,20 @@ const ProbeProtocolID = "/conclave/probe/1"
 
 const probeSize = 8
 
+// ProbeStreamProtocolID is the long-lived form of ProbeProtocolID: the
+// prober keeps the stream and sends each probe on it, and the member echoes
+// each until the stream closes. A probe then costs one small frame each
+// way instead of a stream's opening, protocol negotiation and closing
+// (several frames and a goroutine on each side). A prober offers both and
+// uses the one-shot form with members that only know it.
+const ProbeStreamProtocolID = "/conclave/probe/2"
+
+// probeStreamIdle bounds how long a member's long-lived probe stream may
+// stay silent before its handler lets it go (the prober opens another):
+// longer than the slowest probe period of a large fleet, short enough
+// that a forgotten stream does not hold a goroutine for ever.
+const probeStreamIdle = 30 * time.Minute
+
 // Probe timing defaults (see Config.ProbeAfter and Config.ProbeTimeout).
 const (
 	// DefaultProbeAfter: a member silent this long is probed, and probed
@@ -223,6 +237,15 @@ func (t *Host) runProber() {
 func (t *Host) probe(ps *peerState) {
 	defer t.wg.Done()
 	defer func() {
+		select {
+		case <-ps.stop:
+			// Removed or replaced: let its long-lived stream go.
+			if ps.probeStream != nil {
+				_ = ps.probeStream.Reset()
+				ps.probeStream = nil
+			}
+		default:
+		}
 		t.mu.Lock()
 		ps.probing = false
 		t.mu.Unlock()
@@ -262,11 +285,30 @@ func (t *Host) probe(ps *peerState) {
 	t.log.Debug("probe failed", zap.Uint64("member", uint64(ps.id)), zap.Stringer("peer", ps.pid), zap.Error(err))
 }
 
+// echo sends one probe and waits for its echo. It reuses the member's
+// long-lived probe stream when it has one; a reused stream that fails
+// before the deadline (the member restarted, or let an idle stream go) is
+// replaced once within the same probe.
 func (t *Host) echo(ctx context.Context, ps *peerState) error {
-	s, err := t.h.NewStream(ctx, ps.pid, protocol.ID(ProbeProtocolID))
+	if s := ps.probeStream; s != nil {
+		ps.probeStream = nil
+		err := t.echoOn(ctx, ps, s, true)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+	}
+	s, err := t.h.NewStream(ctx, ps.pid, protocol.ID(ProbeStreamProtocolID), protocol.ID(ProbeProtocolID))
 	if err != nil {
 		return fmt.Errorf("open probe stream: %w", err)
 	}
+	ps.probeStreams.Add(1)
+	return t.echoOn(ctx, ps, s, s.Protocol() == ProbeStreamProtocolID)
+}
+
+// echoOn probes over s; a long-lived stream that answered is kept in
+// ps.probeStream for the next probe (only the probe goroutine, one at a
+// time per member, touches it).
+func (t *Host) echoOn(ctx context.Context, ps *peerState, s network.Stream, keep bool) error {
 	stop := context.AfterFunc(ctx, func() { _ = s.Reset() })
 	defer stop()
 	var out, in [probeSize]byte
@@ -278,15 +320,24 @@ func (t *Host) echo(ctx context.Context, ps *peerState) error {
 		_ = s.Reset()
 		return t.probeErr(ctx, fmt.Errorf("write probe: %w", err))
 	}
-	_ = s.CloseWrite()
+	if !keep {
+		_ = s.CloseWrite()
+	}
 	if _, err := io.ReadFull(s, in[:]); err != nil {
 		_ = s.Reset()
 		return t.probeErr(ctx, fmt.Errorf("read probe answer: %w", err))
 	}
-	_ = s.Close()
 	if !bytes.Equal(in[:], out[:]) {
+		_ = s.Reset()
 		return errors.New("probe answer does not echo the probe")
 	}
+	if !keep || !stop() {
+		// One-shot, or the deadline fired and reset it just now.
+		_ = s.Close()
+		return nil
+	}
+	_ = s.SetDeadline(time.Time{})
+	ps.probeStream = s
 	return nil
 }
 
@@ -299,8 +350,39 @@ func (t *Host) probeErr(ctx context.Context, err error) error {
 	return err
 }
 
-// handleProbe echoes one probe from a member.
-func (t *Host) handleProbe(s network.Stream) {
+// handleProbeStream echoes every probe a member sends on its long-lived
+// probe stream until the member closes it, goes quiet for
+// probeStreamIdle, or is no longer a member.
+func (t *Host) handleProbeStream(s network.Stream) {
+	ps := t.probingMember(s)
+	if ps == nil {
+		return
+	}
+	var b [probeSize]byte
+	for {
+		_ = s.SetReadDeadline(time.Now().Add(probeStreamIdle))
+		if _, err := io.ReadFull(s, b[:]); err != nil {
+			_ = s.Reset()
+			return
+		}
+		_ = s.SetWriteDeadline(time.Now().Add(t.cfg.ProbeTimeout))
+		if _, err := s.Write(b[:]); err != nil {
+			_ = s.Reset()
+			return
+		}
+		select {
+		case <-ps.stop:
+			_ = s.Reset()
+			return
+		default:
+		}
+		t.heard(ps)
+	}
+}
+
+// probingMember returns the member that opened s, or nil (and s reset)
+// when it is none.
+func (t *Host) probingMember(s network.Stream) *peerState {
 	t.mu.RLock()
 	ps := t.peers[t.byPeer[s.Conn().RemotePeer()]]
 	closed := t.closed
@@ -308,6 +390,15 @@ func (t *Host) handleProbe(s network.Stream) {
 	if ps == nil || closed {
 		t.stats.drop(DropUnauthorized)
 		_ = s.Reset()
+		return nil
+	}
+	return ps
+}
+
+// handleProbe echoes one probe from a member (the one-shot form).
+func (t *Host) handleProbe(s network.Stream) {
+	ps := t.probingMember(s)
+	if ps == nil {
 		return
 	}
 	_ = s.SetDeadline(time.Now().Add(t.cfg.ProbeTimeout))

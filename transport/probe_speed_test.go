@@ -129,3 +129,50 @@ func TestIdleMemberThatVanishesIsUnreachable(t *testing.T) {
 	waitUntil(t, "a's probe of b to fail", func() bool { return toB.failed.Load() })
 	waitUntil(t, "a to see b unreachable", func() bool { return !a.Reachable(2) })
 }
+
+// busyPair returns a prober a and a member b that a sends to and that
+// never answers, so a probes it at the fast speed.
+func busyPair(t *testing.T, prepare ...func(b *testHost)) (a, b *testHost) {
+	t.Helper()
+	a = newTestHost(t, 1, nil, func(c *Config) { c.ProbeAfter = 10 * time.Millisecond })
+	b = newTestHost(t, 2, nil)
+	for _, f := range prepare {
+		f(b)
+	}
+	if err := a.SetPeer(2, b.PeerID(), b.Addrs()[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetPeer(1, a.PeerID(), a.Addrs()[0]); err != nil {
+		t.Fatal(err)
+	}
+	a.Send(2, protocols.Message{Kind: protocols.MsgHeartbeat, From: 1, To: 2})
+	waitUntil(t, "b to receive", func() bool { return len(b.Inbound()) > 0 })
+	return a, b
+}
+
+// TestProbesShareOneStream: probes of one member travel on one long-lived
+// stream, one small frame each way, instead of opening, negotiating and
+// closing a stream each (as every probe did before).
+func TestProbesShareOneStream(t *testing.T) {
+	a, _ := busyPair(t)
+	toB := a.peerOf(2)
+	waitUntil(t, "a to probe b six times", func() bool { return toB.probes.Load() >= 6 })
+	if n := toB.probeStreams.Load(); n > 1 {
+		t.Errorf("%d probes opened %d streams; want one long-lived stream", toB.probes.Load(), n)
+	}
+	if !a.Reachable(2) || toB.failed.Load() {
+		t.Errorf("b reachable %v, last probe failed %v; want reachable", a.Reachable(2), toB.failed.Load())
+	}
+}
+
+// TestProbesReachAMemberWithOnlyOneShotProbes: a member that knows only
+// the one-shot probe protocol (an older agent, in a rolling upgrade) still
+// answers every probe.
+func TestProbesReachAMemberWithOnlyOneShotProbes(t *testing.T) {
+	a, _ := busyPair(t, func(b *testHost) { b.h.RemoveStreamHandler(ProbeStreamProtocolID) })
+	toB := a.peerOf(2)
+	waitUntil(t, "a to open three one-shot probe streams to b", func() bool { return toB.probeStreams.Load() >= 3 })
+	if toB.failed.Load() || !a.Reachable(2) {
+		t.Errorf("b reachable %v, last probe failed %v; want its one-shot answers to count", a.Reachable(2), toB.failed.Load())
+	}
+}
