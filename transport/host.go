@@ -78,7 +78,8 @@ type peerState struct {
 	// answered is set by the first probe that succeeds (probeTimes).
 	answered atomic.Bool
 	// probeStream is the member's long-lived probe stream, kept between
-	// probes (only the probe goroutine, one at a time, touches it).
+	// probes (probe.go: takeProbeStream, keepProbeStream).
+	probeMu     sync.Mutex
 	probeStream network.Stream
 	// probes counts probes started toward the member, probeStreams the
 	// streams they opened.
@@ -323,6 +324,10 @@ func (t *Host) SetPeer(id protocols.ID, peerID string, addr string) error {
 	go t.runSender(ps)
 	t.mu.Unlock()
 
+	if old != nil {
+		// Outside t.mu: a reset writes to the connection.
+		old.keepProbeStream(nil)
+	}
 	if old != nil && old.pid != pid {
 		// The old identity is no longer a member: cut what it has open.
 		_ = t.h.Network().ClosePeer(old.pid)

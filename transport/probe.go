@@ -237,15 +237,6 @@ func (t *Host) runProber() {
 func (t *Host) probe(ps *peerState) {
 	defer t.wg.Done()
 	defer func() {
-		select {
-		case <-ps.stop:
-			// Removed or replaced: let its long-lived stream go.
-			if ps.probeStream != nil {
-				_ = ps.probeStream.Reset()
-				ps.probeStream = nil
-			}
-		default:
-		}
 		t.mu.Lock()
 		ps.probing = false
 		t.mu.Unlock()
@@ -290,8 +281,7 @@ func (t *Host) probe(ps *peerState) {
 // before the deadline (the member restarted, or let an idle stream go) is
 // replaced once within the same probe.
 func (t *Host) echo(ctx context.Context, ps *peerState) error {
-	if s := ps.probeStream; s != nil {
-		ps.probeStream = nil
+	if s := ps.takeProbeStream(); s != nil {
 		err := t.echoOn(ctx, ps, s, true)
 		if err == nil || ctx.Err() != nil {
 			return err
@@ -305,9 +295,37 @@ func (t *Host) echo(ctx context.Context, ps *peerState) error {
 	return t.echoOn(ctx, ps, s, s.Protocol() == ProbeStreamProtocolID)
 }
 
-// echoOn probes over s; a long-lived stream that answered is kept in
-// ps.probeStream for the next probe (only the probe goroutine, one at a
-// time per member, touches it).
+// takeProbeStream hands the member's long-lived probe stream, if any, to
+// the probe that will use it.
+func (ps *peerState) takeProbeStream() network.Stream {
+	ps.probeMu.Lock()
+	defer ps.probeMu.Unlock()
+	s := ps.probeStream
+	ps.probeStream = nil
+	return s
+}
+
+// keepProbeStream keeps s for the next probe, or resets it when the member
+// was removed or replaced meanwhile (or s is nil: then the kept one goes).
+func (ps *peerState) keepProbeStream(s network.Stream) {
+	ps.probeMu.Lock()
+	defer ps.probeMu.Unlock()
+	select {
+	case <-ps.stop:
+		if s != nil {
+			_ = s.Reset()
+		}
+		s = nil
+	default:
+	}
+	if ps.probeStream != nil && ps.probeStream != s {
+		_ = ps.probeStream.Reset()
+	}
+	ps.probeStream = s
+}
+
+// echoOn probes over s; a long-lived stream that answered is kept for the
+// next probe.
 func (t *Host) echoOn(ctx context.Context, ps *peerState, s network.Stream, keep bool) error {
 	stop := context.AfterFunc(ctx, func() { _ = s.Reset() })
 	defer stop()
@@ -337,7 +355,7 @@ func (t *Host) echoOn(ctx context.Context, ps *peerState, s network.Stream, keep
 		return nil
 	}
 	_ = s.SetDeadline(time.Time{})
-	ps.probeStream = s
+	ps.keepProbeStream(s)
 	return nil
 }
 
