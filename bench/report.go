@@ -131,10 +131,15 @@ func writeReport(dir string, res *results) error {
 	if len(res.Cost) > 0 {
 		w("## Cost of an idle agent\n\n")
 		w("A 5-agent cluster of each protocol, no jitter, sampled from `/proc/PID/stat` (user + system CPU) and `/proc/PID/status` (VmRSS at the end) over the window after a %s settle.\n\n", "10 s")
-		w("| protocol | settings | window | role | CPU (%% of one core) | RSS |\n|---|---|---|---|---|---|\n")
+		w("The last column is the machine's 1-minute load average at the start and the end of each cluster's window (other sessions share its 2 cores); *leader changes* counts watch lines naming another leader or epoch during the window, after which the *leader* row is the agent that led at its start.\n\n")
+		w("| protocol | settings | window | role | CPU (%% of one core) | RSS | leader changes | load before → after |\n|---|---|---|---|---|---|---|---|\n")
 		for _, c := range res.Cost {
+			load := "—"
+			if c.Load != [2]float64{} {
+				load = fmt.Sprintf("%.1f → %.1f", c.Load[0], c.Load[1])
+			}
 			for i := range c.CPU {
-				w("| %s | %s | %v | %s | %.2f %% | %.1f MB |\n", c.Protocol, c.Profile, c.Duration, c.Roles[i], 100*c.CPU[i], c.RSSMB[i])
+				w("| %s | %s | %v | %s | %.2f %% | %.1f MB | %d | %s |\n", c.Protocol, c.Profile, c.Duration, c.Roles[i], 100*c.CPU[i], c.RSSMB[i], c.LeaderChanges, load)
 			}
 		}
 		w("\n")

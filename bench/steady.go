@@ -36,6 +36,10 @@ type steadyResult struct {
 	Bytes   int64  `json:"proxied_bytes,omitempty"`
 	Error   string `json:"error,omitempty"`
 	Stalled bool   `json:"stalled,omitempty"`
+	// Load is the machine's 1-minute load average at the start and the
+	// end of the window: per-process CPU time does not count other
+	// processes, but a loaded machine makes every wake-up dearer.
+	Load [2]float64 `json:"loadavg_1m_before_after,omitzero"`
 }
 
 // measureSteady starts n agents (behind jitter proxies when jitter is
@@ -69,6 +73,7 @@ func measureSteady(ctx context.Context, o *options, protocol string, prof profil
 		}
 	}
 	electionsBefore := c.sumMetric(ctx, "conclave_elections_started_total")
+	res.Load[0] = loadAvg()
 	startSamples := make([]procSample, n)
 	for k, i := range order {
 		startSamples[k] = readProc(c.agents[i].pid())
@@ -95,6 +100,7 @@ func measureSteady(ctx context.Context, o *options, protocol string, prof profil
 			a.mu.Unlock()
 		}
 	}
+	res.Load[1] = loadAvg()
 	for k, i := range order {
 		end := readProc(c.agents[i].pid())
 		if !end.exists || !startSamples[k].exists {
@@ -121,8 +127,8 @@ func measureSteady(ctx context.Context, o *options, protocol string, prof profil
 	for _, p := range c.proxies {
 		res.Bytes += p.forwarded()
 	}
-	o.logf("steady %-8s %-7s n=%d %s: %d leader changes, %.0f elections started, epoch %d→%d, leader cpu %.2f%% rss %.1f MB",
-		protocol, prof.Name, n, label, res.LeaderChanges, res.ElectionsStarted, res.EpochBefore, res.EpochAfter, 100*res.CPU[0], res.RSSMB[0])
+	o.logf("steady %-8s %-7s n=%d %s: %d leader changes, %.0f elections started, epoch %d→%d, leader cpu %.2f%% rss %.1f MB, load %.1f → %.1f",
+		protocol, prof.Name, n, label, res.LeaderChanges, res.ElectionsStarted, res.EpochBefore, res.EpochAfter, 100*res.CPU[0], res.RSSMB[0], res.Load[0], res.Load[1])
 	return res, nil
 }
 

@@ -46,6 +46,10 @@ type Host struct {
 	streams map[network.Stream]struct{} // inbound streams being read
 	wg      sync.WaitGroup              // senders and inbound readers
 
+	// idleAfterNow is the prober's current slow speed (a Duration), for
+	// Reachable.
+	idleAfterNow atomic.Int64
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -64,6 +68,23 @@ type peerState struct {
 	// message, a probe, an answer to ours. Admission counts as heard, so
 	// a new member is not unreachable before it had a chance to speak.
 	heard atomic.Int64
+	// sent is when a message for the member was last queued (UnixNano, 0
+	// for never) and fastSince when sending last began after a pause of
+	// IdleProbeAfter: they choose the probe speed (probe.go).
+	sent, fastSince atomic.Int64
+	// failed is set when a probe failed and cleared when the member is
+	// heard again.
+	failed atomic.Bool
+	// answered is set by the first probe that succeeds (probeTimes).
+	answered atomic.Bool
+	// probeStream is the member's long-lived probe stream, kept between
+	// probes (probe.go: takeProbeStream, keepProbeStream).
+	probeMu     sync.Mutex
+	probeStream network.Stream
+	// probes counts probes started toward the member, probeStreams the
+	// streams they opened.
+	probeStreams atomic.Uint64
+	probes       atomic.Uint64
 	// probing is true while a probe is in flight (guarded by Host.mu).
 	probing bool
 }
@@ -160,6 +181,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	t.h = h
 	h.SetStreamHandler(protocol.ID(ProtocolID), t.handleStream)
 	h.SetStreamHandler(protocol.ID(ProbeProtocolID), t.handleProbe)
+	h.SetStreamHandler(protocol.ID(ProbeStreamProtocolID), t.handleProbeStream)
 	// A member that connects to us is back: its sender may be waiting
 	// out a long backoff from when it was unreachable. Only inbound
 	// connections: our own dials succeeding would wake the sender that
@@ -176,6 +198,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 			ps.wake()
 		}
 	}})
+	t.idleAfterNow.Store(int64(t.cfg.IdleProbeAfter))
 	t.wg.Add(1)
 	go t.runProber()
 	t.log.Info("transport started", zap.String("peer_id", h.ID().String()),
@@ -301,6 +324,10 @@ func (t *Host) SetPeer(id protocols.ID, peerID string, addr string) error {
 	go t.runSender(ps)
 	t.mu.Unlock()
 
+	if old != nil {
+		// Outside t.mu: a reset writes to the connection.
+		old.keepProbeStream(nil)
+	}
 	if old != nil && old.pid != pid {
 		// The old identity is no longer a member: cut what it has open.
 		_ = t.h.Network().ClosePeer(old.pid)
@@ -342,6 +369,7 @@ func (t *Host) Send(to protocols.ID, m protocols.Message) {
 		t.stats.drop(DropUnknownPeer)
 		return
 	}
+	t.sending(ps)
 	select {
 	case ps.queue <- m:
 	default:

@@ -24,6 +24,20 @@ const ProbeProtocolID = "/conclave/probe/1"
 
 const probeSize = 8
 
+// ProbeStreamProtocolID is the long-lived form of ProbeProtocolID: the
+// prober keeps the stream and sends each probe on it, and the member echoes
+// each until the stream closes. A probe then costs one small frame each
+// way instead of a stream's opening, protocol negotiation and closing
+// (several frames and a goroutine on each side). A prober offers both and
+// uses the one-shot form with members that only know it.
+const ProbeStreamProtocolID = "/conclave/probe/2"
+
+// probeStreamIdle bounds how long a member's long-lived probe stream may
+// stay silent before its handler lets it go (the prober opens another):
+// longer than the slowest probe period of a large fleet, short enough
+// that a forgotten stream does not hold a goroutine for ever.
+const probeStreamIdle = 30 * time.Minute
+
 // Probe timing defaults (see Config.ProbeAfter and Config.ProbeTimeout).
 const (
 	// DefaultProbeAfter: a member silent this long is probed, and probed
@@ -37,7 +51,101 @@ const (
 	// sender dials afresh instead of writing into the void until TCP's
 	// retransmission timeout, minutes later.
 	DefaultProbeTimeout = time.Second
+	// DefaultIdleProbeAfter: the slow speed, for members this node sends
+	// nothing to (followers of one leader, observers). Each probe opens a
+	// stream and wakes both processes; at the fast speed an idle agent
+	// spent most of its CPU probing its fleet (docs/benchmarks/analysis.md).
+	DefaultIdleProbeAfter = 5 * time.Second
+	// DefaultIdleProbeSpacing: a fleet agent with 99 idle members probes
+	// each every 99 s, one probe a second in all (and answers about as
+	// many).
+	DefaultIdleProbeSpacing = time.Second
 )
+
+// probeTimes is what the prober knows of one member at one instant; the
+// choices below are pure functions of it so they can be tested without a
+// clock. A member is probed at one of two speeds:
+//
+//   - fast (ProbeAfter): this node sent the member something within
+//     IdleProbeAfter, so a half-open connection would lose election
+//     traffic; or the last probe failed, so the member is suspect and
+//     should be seen back soon; and toward a member no probe reached yet.
+//   - slow (idleAfter): nothing is at stake but the reachability count of
+//     an idle member, which may lag.
+type probeTimes struct {
+	now, heard, sent, fastSince int64 // UnixNano; sent 0 = never
+	failed                      bool
+	// answered: a probe of this member succeeded once. Until then it is
+	// probed at the fast speed, which also opens the connection: an
+	// election's first vote request to a member nobody talked to would
+	// otherwise wait for a dial and a Noise handshake.
+	answered bool
+}
+
+// active: sent something within window.
+func (p probeTimes) active(window time.Duration) bool {
+	return p.sent != 0 && time.Duration(p.now-p.sent) <= window
+}
+
+// probeAfter is how much silence earns the member a probe.
+func (t *Host) probeAfter(p probeTimes, idleAfter time.Duration) time.Duration {
+	if p.failed || !p.answered || p.active(t.cfg.IdleProbeAfter) {
+		return t.cfg.ProbeAfter
+	}
+	return idleAfter
+}
+
+// idleAfter is the slow speed with n idle members: IdleProbeAfter, or
+// n·IdleProbeSpacing when that is longer, so the probe rate toward idle
+// members stays bounded however large the fleet.
+func (t *Host) idleAfter(n int) time.Duration {
+	return max(t.cfg.IdleProbeAfter, time.Duration(n)*t.cfg.IdleProbeSpacing)
+}
+
+// reachable decides Reachable from the member's times.
+//
+//   - Heard within the fast window: reachable, as before two speeds.
+//   - A probe failed since it was last heard: unreachable.
+//   - Fast for a whole fast window and still silent: unreachable (it was
+//     probed at the fast speed and never answered).
+//   - Otherwise (idle): reachable while heard within the slow window; a
+//     member that just turned fast keeps this until its first fast probe
+//     decides, so reachability does not flap when traffic starts.
+func (t *Host) reachable(p probeTimes, idleAfter time.Duration) bool {
+	silent := time.Duration(p.now - p.heard)
+	if silent <= t.window(t.cfg.ProbeAfter) {
+		return true
+	}
+	if p.failed {
+		return false
+	}
+	if p.active(t.cfg.IdleProbeAfter) && time.Duration(p.now-p.fastSince) > t.window(t.cfg.ProbeAfter) {
+		return false
+	}
+	return silent <= t.window(idleAfter)
+}
+
+// window is how long a member counts as reachable after it was last heard
+// when it is probed after `after` of silence: the probe has ProbeTimeout
+// to answer; one more `after` absorbs a probe that starts late.
+func (t *Host) window(after time.Duration) time.Duration {
+	return 2*after + t.cfg.ProbeTimeout
+}
+
+func (ps *peerState) times(now int64) probeTimes {
+	return probeTimes{now: now, heard: ps.heard.Load(), sent: ps.sent.Load(),
+		fastSince: ps.fastSince.Load(), failed: ps.failed.Load(), answered: ps.answered.Load()}
+}
+
+// sending records that a message is queued for ps: the member turns fast
+// (see probeTimes) for IdleProbeAfter.
+func (t *Host) sending(ps *peerState) {
+	now := time.Now().UnixNano()
+	prev := ps.sent.Swap(now)
+	if prev == 0 || time.Duration(now-prev) > t.cfg.IdleProbeAfter {
+		ps.fastSince.Store(now)
+	}
+}
 
 // heard records that the member answered or sent something. A member heard
 // again after a silence also wakes its sender, which may be waiting out a
@@ -45,6 +153,7 @@ const (
 func (t *Host) heard(ps *peerState) {
 	now := time.Now().UnixNano()
 	prev := ps.heard.Swap(now)
+	ps.failed.Store(false)
 	if time.Duration(now-prev) >= t.cfg.ProbeAfter {
 		ps.wake()
 	}
@@ -59,7 +168,8 @@ func (ps *peerState) wake() {
 }
 
 // Reachable implements Transport: whether id was heard from (a message, a
-// probe, or an answer to ours) within ReachableWindow.
+// probe, or an answer to ours) recently enough for the speed it is probed
+// at (see reachable).
 func (t *Host) Reachable(id protocols.ID) bool {
 	t.mu.RLock()
 	ps := t.peers[id]
@@ -67,18 +177,13 @@ func (t *Host) Reachable(id protocols.ID) bool {
 	if ps == nil {
 		return false
 	}
-	return time.Since(time.Unix(0, ps.heard.Load())) <= t.reachableWindow()
+	return t.reachable(ps.times(time.Now().UnixNano()), time.Duration(t.idleAfterNow.Load()))
 }
 
-// reachableWindow is how long a member counts as reachable after it was
-// last heard: a live member is probed after ProbeAfter of silence, and the
-// probe has ProbeTimeout to answer; one more ProbeAfter absorbs a probe
-// that starts late.
-func (t *Host) reachableWindow() time.Duration {
-	return 2*t.cfg.ProbeAfter + t.cfg.ProbeTimeout
-}
-
-// runProber probes every silent member every ProbeAfter.
+// runProber probes silent members: every ProbeAfter it starts a probe
+// toward each fast member silent for ProbeAfter, and toward a share of the
+// idle ones silent for the slow speed, so their probes spread out instead
+// of all starting on one tick.
 func (t *Host) runProber() {
 	defer t.wg.Done()
 	tick := time.NewTicker(t.cfg.ProbeAfter)
@@ -89,17 +194,37 @@ func (t *Host) runProber() {
 			return
 		case <-tick.C:
 		}
-		now := time.Now()
+		now := time.Now().UnixNano()
 		t.mu.Lock()
 		if t.closed {
 			t.mu.Unlock()
 			return
 		}
+		idle := 0
 		for _, ps := range t.peers {
-			if ps.probing || now.Sub(time.Unix(0, ps.heard.Load())) < t.cfg.ProbeAfter {
+			if t.probeAfter(ps.times(now), 0) != t.cfg.ProbeAfter {
+				idle++
+			}
+		}
+		idleAfter := t.idleAfter(idle)
+		t.idleAfterNow.Store(int64(idleAfter))
+		// Idle members due on this tick, at most: their fair share of
+		// one slow period, rounded up.
+		budget := max(1, (idle*int(t.cfg.ProbeAfter)+int(idleAfter)-1)/int(idleAfter))
+		for _, ps := range t.peers {
+			p := ps.times(now)
+			after := t.probeAfter(p, idleAfter)
+			if ps.probing || time.Duration(now-p.heard) < after {
 				continue
 			}
+			if after != t.cfg.ProbeAfter {
+				if budget == 0 {
+					continue
+				}
+				budget--
+			}
 			ps.probing = true
+			ps.probes.Add(1)
 			t.wg.Add(1)
 			go t.probe(ps)
 		}
@@ -122,6 +247,7 @@ func (t *Host) probe(ps *peerState) {
 	defer cancel()
 	err := t.echo(ctx, ps)
 	if err == nil {
+		ps.answered.Store(true)
 		t.heard(ps)
 		return
 	}
@@ -132,6 +258,11 @@ func (t *Host) probe(ps *peerState) {
 	case <-ps.stop:
 		return
 	default:
+	}
+	if ps.heard.Load() == heardBefore {
+		// Suspect until heard again: unreachable at once, whatever its
+		// speed, and probed at the fast speed.
+		ps.failed.Store(true)
 	}
 	// Anything heard meanwhile (a message on that very connection) shows
 	// it is not half-open, only slow: a starved host must not lose its
@@ -145,11 +276,57 @@ func (t *Host) probe(ps *peerState) {
 	t.log.Debug("probe failed", zap.Uint64("member", uint64(ps.id)), zap.Stringer("peer", ps.pid), zap.Error(err))
 }
 
+// echo sends one probe and waits for its echo. It reuses the member's
+// long-lived probe stream when it has one; a reused stream that fails
+// before the deadline (the member restarted, or let an idle stream go) is
+// replaced once within the same probe.
 func (t *Host) echo(ctx context.Context, ps *peerState) error {
-	s, err := t.h.NewStream(ctx, ps.pid, protocol.ID(ProbeProtocolID))
+	if s := ps.takeProbeStream(); s != nil {
+		err := t.echoOn(ctx, ps, s, true)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+	}
+	s, err := t.h.NewStream(ctx, ps.pid, protocol.ID(ProbeStreamProtocolID), protocol.ID(ProbeProtocolID))
 	if err != nil {
 		return fmt.Errorf("open probe stream: %w", err)
 	}
+	ps.probeStreams.Add(1)
+	return t.echoOn(ctx, ps, s, s.Protocol() == ProbeStreamProtocolID)
+}
+
+// takeProbeStream hands the member's long-lived probe stream, if any, to
+// the probe that will use it.
+func (ps *peerState) takeProbeStream() network.Stream {
+	ps.probeMu.Lock()
+	defer ps.probeMu.Unlock()
+	s := ps.probeStream
+	ps.probeStream = nil
+	return s
+}
+
+// keepProbeStream keeps s for the next probe, or resets it when the member
+// was removed or replaced meanwhile (or s is nil: then the kept one goes).
+func (ps *peerState) keepProbeStream(s network.Stream) {
+	ps.probeMu.Lock()
+	defer ps.probeMu.Unlock()
+	select {
+	case <-ps.stop:
+		if s != nil {
+			_ = s.Reset()
+		}
+		s = nil
+	default:
+	}
+	if ps.probeStream != nil && ps.probeStream != s {
+		_ = ps.probeStream.Reset()
+	}
+	ps.probeStream = s
+}
+
+// echoOn probes over s; a long-lived stream that answered is kept for the
+// next probe.
+func (t *Host) echoOn(ctx context.Context, ps *peerState, s network.Stream, keep bool) error {
 	stop := context.AfterFunc(ctx, func() { _ = s.Reset() })
 	defer stop()
 	var out, in [probeSize]byte
@@ -161,15 +338,24 @@ func (t *Host) echo(ctx context.Context, ps *peerState) error {
 		_ = s.Reset()
 		return t.probeErr(ctx, fmt.Errorf("write probe: %w", err))
 	}
-	_ = s.CloseWrite()
+	if !keep {
+		_ = s.CloseWrite()
+	}
 	if _, err := io.ReadFull(s, in[:]); err != nil {
 		_ = s.Reset()
 		return t.probeErr(ctx, fmt.Errorf("read probe answer: %w", err))
 	}
-	_ = s.Close()
 	if !bytes.Equal(in[:], out[:]) {
+		_ = s.Reset()
 		return errors.New("probe answer does not echo the probe")
 	}
+	if !keep || !stop() {
+		// One-shot, or the deadline fired and reset it just now.
+		_ = s.Close()
+		return nil
+	}
+	_ = s.SetDeadline(time.Time{})
+	ps.keepProbeStream(s)
 	return nil
 }
 
@@ -182,8 +368,39 @@ func (t *Host) probeErr(ctx context.Context, err error) error {
 	return err
 }
 
-// handleProbe echoes one probe from a member.
-func (t *Host) handleProbe(s network.Stream) {
+// handleProbeStream echoes every probe a member sends on its long-lived
+// probe stream until the member closes it, goes quiet for
+// probeStreamIdle, or is no longer a member.
+func (t *Host) handleProbeStream(s network.Stream) {
+	ps := t.probingMember(s)
+	if ps == nil {
+		return
+	}
+	var b [probeSize]byte
+	for {
+		_ = s.SetReadDeadline(time.Now().Add(probeStreamIdle))
+		if _, err := io.ReadFull(s, b[:]); err != nil {
+			_ = s.Reset()
+			return
+		}
+		_ = s.SetWriteDeadline(time.Now().Add(t.cfg.ProbeTimeout))
+		if _, err := s.Write(b[:]); err != nil {
+			_ = s.Reset()
+			return
+		}
+		select {
+		case <-ps.stop:
+			_ = s.Reset()
+			return
+		default:
+		}
+		t.heard(ps)
+	}
+}
+
+// probingMember returns the member that opened s, or nil (and s reset)
+// when it is none.
+func (t *Host) probingMember(s network.Stream) *peerState {
 	t.mu.RLock()
 	ps := t.peers[t.byPeer[s.Conn().RemotePeer()]]
 	closed := t.closed
@@ -191,6 +408,15 @@ func (t *Host) handleProbe(s network.Stream) {
 	if ps == nil || closed {
 		t.stats.drop(DropUnauthorized)
 		_ = s.Reset()
+		return nil
+	}
+	return ps
+}
+
+// handleProbe echoes one probe from a member (the one-shot form).
+func (t *Host) handleProbe(s network.Stream) {
+	ps := t.probingMember(s)
+	if ps == nil {
 		return
 	}
 	_ = s.SetDeadline(time.Now().Add(t.cfg.ProbeTimeout))

@@ -114,6 +114,16 @@ type Config struct {
 	// (DefaultProbeAfter); ProbeTimeout bounds a probe
 	// (DefaultProbeTimeout).
 	ProbeAfter, ProbeTimeout time.Duration
+	// IdleProbeAfter is the slow probe speed (DefaultIdleProbeAfter): a
+	// member this node has sent nothing to for IdleProbeAfter, and whose
+	// last probe did not fail, is probed after this much silence instead
+	// of ProbeAfter, or after IdleProbeSpacing per such member if that is
+	// longer, so a fleet's idle pairs cost each agent a bounded probe rate.
+	IdleProbeAfter time.Duration
+	// IdleProbeSpacing (DefaultIdleProbeSpacing) spreads the idle members'
+	// probes: with n idle members each is probed at most every
+	// n·IdleProbeSpacing.
+	IdleProbeSpacing time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -143,6 +153,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.ProbeTimeout <= 0 {
 		c.ProbeTimeout = DefaultProbeTimeout
+	}
+	if c.IdleProbeAfter <= 0 {
+		c.IdleProbeAfter = max(DefaultIdleProbeAfter, c.ProbeAfter)
+	}
+	if c.IdleProbeSpacing <= 0 {
+		c.IdleProbeSpacing = DefaultIdleProbeSpacing
 	}
 	if c.MaxBackoff < c.MinBackoff {
 		c.MaxBackoff = max(DefaultMaxBackoff, c.MinBackoff)

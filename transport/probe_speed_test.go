@@ -1,0 +1,178 @@
+package transport
+
+import (
+	"testing"
+	"time"
+
+	"github.com/conclave-agent/conclave/protocols"
+)
+
+// speedHost is a Host with only the probe settings, for the pure choices.
+func speedHost() *Host {
+	cfg := Config{ProbeAfter: 500 * time.Millisecond, ProbeTimeout: time.Second,
+		IdleProbeAfter: 5 * time.Second, IdleProbeSpacing: time.Second}
+	return &Host{cfg: cfg}
+}
+
+func TestProbeSpeed(t *testing.T) {
+	h := speedHost()
+	const s = int64(time.Second)
+	now := 1000 * s
+	idle := h.idleAfter(4)
+	for _, c := range []struct {
+		name string
+		p    probeTimes
+		want time.Duration
+	}{
+		{"never sent to", probeTimes{now: now, heard: now - s, answered: true}, idle},
+		{"never probed yet", probeTimes{now: now, heard: now - s}, h.cfg.ProbeAfter},
+		{"sent to just now", probeTimes{now: now, heard: now - s, sent: now - s/10, fastSince: now - 60*s, answered: true}, h.cfg.ProbeAfter},
+		{"sent to within IdleProbeAfter", probeTimes{now: now, sent: now - 5*s, fastSince: now - 60*s, answered: true}, h.cfg.ProbeAfter},
+		{"sent to longer ago", probeTimes{now: now, sent: now - 6*s, fastSince: now - 60*s, answered: true}, idle},
+		{"last probe failed", probeTimes{now: now, heard: now - 20*s, failed: true, answered: true}, h.cfg.ProbeAfter},
+	} {
+		if got := h.probeAfter(c.p, idle); got != c.want {
+			t.Errorf("%s: probed after %v, want %v", c.name, got, c.want)
+		}
+	}
+	// The slow speed stretches with the number of idle members, so the
+	// probe rate toward them is bounded.
+	for n, want := range map[int]time.Duration{0: 5 * time.Second, 4: 5 * time.Second, 99: 99 * time.Second, 249: 249 * time.Second} {
+		if got := h.idleAfter(n); got != want {
+			t.Errorf("idleAfter(%d) = %v, want %v", n, got, want)
+		}
+	}
+}
+
+func TestReachableAtTwoSpeeds(t *testing.T) {
+	h := speedHost()
+	const s = int64(time.Second)
+	now := 1000 * s
+	idle := h.idleAfter(4) // 5 s: window 11 s; the fast window is 2 s
+	for _, c := range []struct {
+		name string
+		p    probeTimes
+		want bool
+	}{
+		{"heard within the fast window", probeTimes{now: now, heard: now - 2*s, failed: true}, true},
+		{"idle, heard within the slow window", probeTimes{now: now, heard: now - 10*s}, true},
+		{"idle, heard before the slow window", probeTimes{now: now, heard: now - 12*s}, false},
+		{"idle, its probe failed", probeTimes{now: now, heard: now - 3*s, failed: true}, false},
+		{"fast for a whole fast window and silent", probeTimes{now: now, heard: now - 3*s, sent: now - s/20, fastSince: now - 3*s}, false},
+		// Sending to an idle member must not make it unreachable before
+		// a fast probe had a chance to answer.
+		{"just turned fast, heard 4 s ago", probeTimes{now: now, heard: now - 4*s, sent: now - s/20, fastSince: now - s}, true},
+	} {
+		if got := h.reachable(c.p, idle); got != c.want {
+			t.Errorf("%s: reachable %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestIdleMemberIsProbedSlowly: a member this host sends to and that never
+// answers is probed at the fast speed (a half-open connection would lose
+// election traffic); a member it sends nothing to is left alone until the
+// slow speed comes due, after one probe that opens the connection. Before
+// two speeds both were probed alike.
+func TestIdleMemberIsProbedSlowly(t *testing.T) {
+	speeds := func(c *Config) {
+		c.ProbeAfter = 10 * time.Millisecond
+		c.IdleProbeAfter = time.Hour
+	}
+	a := newTestHost(t, 1, nil, speeds)
+	b := newTestHost(t, 2, nil)
+	c := newTestHost(t, 3, nil)
+	for _, p := range []*testHost{b, c} {
+		if err := a.SetPeer(p.cfg.Self, p.PeerID(), p.Addrs()[0]); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.SetPeer(1, a.PeerID(), a.Addrs()[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.Send(3, protocols.Message{Kind: protocols.MsgHeartbeat, From: 1, To: 3})
+	waitUntil(t, "c to receive", func() bool { return len(c.Inbound()) > 0 })
+	toC := a.peerOf(3)
+	waitUntil(t, "a to probe c, which it sends to, three times", func() bool { return toC.probes.Load() >= 3 })
+	// b is probed once, which opens the connection an election would
+	// otherwise have to dial first, and then not again for an hour.
+	if n := a.peerOf(2).probes.Load(); n > 1 {
+		t.Errorf("a probed b, which it sends nothing to, %d times within its first hour; want at most once", n)
+	}
+	if !a.Reachable(2) || !a.Reachable(3) {
+		t.Errorf("reachable: b %v, c %v; want both", a.Reachable(2), a.Reachable(3))
+	}
+}
+
+// TestIdleMemberThatVanishesIsUnreachable: slow probing still notices a
+// member that is gone, and says so at once when the probe fails.
+func TestIdleMemberThatVanishesIsUnreachable(t *testing.T) {
+	speeds := func(c *Config) {
+		c.ProbeAfter = 10 * time.Millisecond
+		c.ProbeTimeout = 200 * time.Millisecond
+		c.IdleProbeAfter = 50 * time.Millisecond
+		c.IdleProbeSpacing = time.Millisecond
+	}
+	a := newTestHost(t, 1, nil, speeds)
+	b := newTestHost(t, 2, nil)
+	if err := a.SetPeer(2, b.PeerID(), b.Addrs()[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetPeer(1, a.PeerID(), a.Addrs()[0]); err != nil {
+		t.Fatal(err)
+	}
+	toB := a.peerOf(2)
+	waitUntil(t, "a to probe b", func() bool { return toB.probes.Load() >= 1 && !toB.failed.Load() })
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "a's probe of b to fail", func() bool { return toB.failed.Load() })
+	waitUntil(t, "a to see b unreachable", func() bool { return !a.Reachable(2) })
+}
+
+// busyPair returns a prober a and a member b that a sends to and that
+// never answers, so a probes it at the fast speed.
+func busyPair(t *testing.T, prepare ...func(b *testHost)) (a, b *testHost) {
+	t.Helper()
+	a = newTestHost(t, 1, nil, func(c *Config) { c.ProbeAfter = 10 * time.Millisecond })
+	b = newTestHost(t, 2, nil)
+	for _, f := range prepare {
+		f(b)
+	}
+	if err := a.SetPeer(2, b.PeerID(), b.Addrs()[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetPeer(1, a.PeerID(), a.Addrs()[0]); err != nil {
+		t.Fatal(err)
+	}
+	a.Send(2, protocols.Message{Kind: protocols.MsgHeartbeat, From: 1, To: 2})
+	waitUntil(t, "b to receive", func() bool { return len(b.Inbound()) > 0 })
+	return a, b
+}
+
+// TestProbesShareOneStream: probes of one member travel on one long-lived
+// stream, one small frame each way, instead of opening, negotiating and
+// closing a stream each (as every probe did before).
+func TestProbesShareOneStream(t *testing.T) {
+	a, _ := busyPair(t)
+	toB := a.peerOf(2)
+	waitUntil(t, "a to probe b six times", func() bool { return toB.probes.Load() >= 6 })
+	if n := toB.probeStreams.Load(); n > 1 {
+		t.Errorf("%d probes opened %d streams; want one long-lived stream", toB.probes.Load(), n)
+	}
+	if !a.Reachable(2) || toB.failed.Load() {
+		t.Errorf("b reachable %v, last probe failed %v; want reachable", a.Reachable(2), toB.failed.Load())
+	}
+}
+
+// TestProbesReachAMemberWithOnlyOneShotProbes: a member that knows only
+// the one-shot probe protocol (an older agent, in a rolling upgrade) still
+// answers every probe.
+func TestProbesReachAMemberWithOnlyOneShotProbes(t *testing.T) {
+	a, _ := busyPair(t, func(b *testHost) { b.h.RemoveStreamHandler(ProbeStreamProtocolID) })
+	toB := a.peerOf(2)
+	waitUntil(t, "a to open three one-shot probe streams to b", func() bool { return toB.probeStreams.Load() >= 3 })
+	if toB.failed.Load() || !a.Reachable(2) {
+		t.Errorf("b reachable %v, last probe failed %v; want its one-shot answers to count", a.Reachable(2), toB.failed.Load())
+	}
+}
