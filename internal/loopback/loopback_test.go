@@ -23,3 +23,19 @@ func TestFreePortIsFreeForTCPAndUDP(t *testing.T) {
 	}
 	u.Close()
 }
+
+// TestFreePortNeverRepeats: ports handed out in one process are distinct
+// even though each question's listener is closed before the next.
+func TestFreePortNeverRepeats(t *testing.T) {
+	seen := map[int]bool{}
+	for range 200 {
+		port, err := FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[port] {
+			t.Fatalf("port %d handed out twice", port)
+		}
+		seen[port] = true
+	}
+}
