@@ -69,3 +69,59 @@ func CheckEpochSurvivesRestart[P Node](t *testing.T, build func(ids []protocols.
 		t.Fatalf("epoch after full restart %d, before %d", e2, e1)
 	}
 }
+
+// setCandidacy gives node id of nw candidacy c (protocols.CandidacySetter).
+func setCandidacy[P Node](t *testing.T, nw *Net[P], id protocols.ID, c protocols.Candidacy) {
+	t.Helper()
+	cs, ok := any(nw.Nodes[id]).(protocols.CandidacySetter)
+	if !ok {
+		t.Fatalf("node %d does not take a candidacy", id)
+	}
+	cs.SetCandidacy(nw.Now, c)
+	nw.Drain(id)
+}
+
+// CheckIneligibleNeverLeads: the highest id turned ineligible hands over,
+// is never given leadership while ineligible (it abstains: it answers or
+// relays, competes with no one, preempts no lower leader), follows the new
+// leader, and once eligible again spares that leader, as after a resign,
+// and stands in the next election (docs/health.md).
+func CheckIneligibleNeverLeads[P Node](t *testing.T, build func(ids []protocols.ID) *Net[P]) {
+	t.Helper()
+	nw := build(Seq(3))
+	nw.Advance(500 * time.Millisecond)
+	nw.Agreed(3)
+	setCandidacy(t, nw, 3, protocols.Candidacy{Ineligible: true})
+	for range 40 { // 2 s: many election timeouts
+		nw.Advance(50 * time.Millisecond)
+		if nw.Nodes[3].Status(nw.Now).Role == protocols.Leader {
+			t.Fatal("the ineligible node leads")
+		}
+	}
+	nw.Agreed(2)
+	setCandidacy(t, nw, 3, protocols.Candidacy{})
+	nw.Advance(time.Second)
+	nw.Agreed(2)
+	nw.Crash(2, true)
+	nw.Advance(time.Second)
+	nw.Agreed(3)
+}
+
+// CheckIneligibleAloneKeepsLeading: with no other live member to hand over
+// to, an ineligible leader keeps leading (docs/health.md), and hands over
+// once a member is back.
+func CheckIneligibleAloneKeepsLeading[P Node](t *testing.T, build func(ids []protocols.ID) *Net[P]) {
+	t.Helper()
+	nw := build(Seq(2))
+	nw.Advance(500 * time.Millisecond)
+	nw.Agreed(2)
+	nw.Crash(1, true)
+	setCandidacy(t, nw, 2, protocols.Candidacy{Ineligible: true})
+	nw.Advance(500 * time.Millisecond)
+	if nw.Nodes[2].Status(nw.Now).Role != protocols.Leader {
+		t.Fatal("an ineligible leader alone stopped leading")
+	}
+	nw.Restart(1)
+	nw.Advance(2 * time.Second)
+	nw.Agreed(1)
+}
