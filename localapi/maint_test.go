@@ -6,11 +6,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 
 	"github.com/conclave-agent/conclave/api"
@@ -111,47 +109,9 @@ func TestMaintNeedsTheAgentsUser(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run a client as another user")
 	}
-	dir, err := os.MkdirTemp("", "maint-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "localapi.test")
-	self, err := os.ReadFile(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, self, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	mb := &maintBackend{fakeBackend: &fakeBackend{}}
-	srv, err := New(Options{Backend: mb, Hub: NewHub(4)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(dir, "agent.sock")
-	ln, err := Listen(sock, 0o666)
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	defer func() {
-		_ = srv.Shutdown(context.Background())
-		<-served
-	}()
-	cmd := exec.Command(bin, "-test.run=^TestMaintPeerCredHelper$")
-	cmd.Env = append(os.Environ(), envMaintSocket+"="+sock)
-	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("helper as uid 65534: %v\n%s", err, out)
-	}
-	if !strings.Contains(string(out), "maint=403") {
+	out := runAsNobody(t, mb, "TestMaintPeerCredHelper", envMaintSocket)
+	if !strings.Contains(out, "maint=403") {
 		t.Errorf("maint by another user was not refused with 403:\n%s", out)
 	}
 	mb.mu.Lock()

@@ -53,16 +53,39 @@ func TestResignNeedsTheAgentsUser(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run a client as another user")
 	}
-	// A folder every user can enter, holding a world-writable socket and a
-	// copy of this test binary that "nobody" may run.
+	backend := &fakeBackend{}
+	got := runAsNobody(t, backend, "TestPeerCredHelper", envPeerSocket)
+	if !strings.Contains(got, "/v1/resign=403") || !strings.Contains(got, "uid 65534") {
+		t.Errorf("resign by another user was not refused with 403 naming the uid:\n%s", got)
+	}
+	if !strings.Contains(got, "/v1/status=200") {
+		t.Errorf("status by another user was not answered:\n%s", got)
+	}
+	backend.mu.Lock()
+	resigns := backend.resigns
+	backend.mu.Unlock()
+	if resigns != 0 {
+		t.Errorf("backend saw %d resigns from a refused caller", resigns)
+	}
+}
+
+// runAsNobody serves backend on a world-writable socket in a folder every
+// user can enter, runs the test binary's helper test as uid 65534 with
+// the socket's path in env, and returns the helper's output.
+func runAsNobody(t *testing.T, backend Backend, helper, env string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run a client as another user")
+	}
 	dir, err := os.MkdirTemp("", "peercred-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// A copy of this test binary that "nobody" may run.
 	bin := filepath.Join(dir, "localapi.test")
 	self, err := os.ReadFile(os.Args[0])
 	if err != nil {
@@ -71,7 +94,6 @@ func TestResignNeedsTheAgentsUser(t *testing.T) {
 	if err := os.WriteFile(bin, self, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	backend := &fakeBackend{}
 	srv, err := New(Options{Backend: backend, Hub: NewHub(4)})
 	if err != nil {
 		t.Fatal(err)
@@ -87,26 +109,13 @@ func TestResignNeedsTheAgentsUser(t *testing.T) {
 		_ = srv.Shutdown(context.Background())
 		<-served
 	}()
-
-	cmd := exec.Command(bin, "-test.run=^TestPeerCredHelper$")
-	cmd.Env = append(os.Environ(), envPeerSocket+"="+sock)
+	cmd := exec.Command(bin, "-test.run=^"+helper+"$")
+	cmd.Env = append(os.Environ(), env+"="+sock)
 	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("helper as uid 65534: %v\n%s", err, out)
 	}
-	got := string(out)
-	if !strings.Contains(got, "/v1/resign=403") || !strings.Contains(got, "uid 65534") {
-		t.Errorf("resign by another user was not refused with 403 naming the uid:\n%s", got)
-	}
-	if !strings.Contains(got, "/v1/status=200") {
-		t.Errorf("status by another user was not answered:\n%s", got)
-	}
-	backend.mu.Lock()
-	resigns := backend.resigns
-	backend.mu.Unlock()
-	if resigns != 0 {
-		t.Errorf("backend saw %d resigns from a refused caller", resigns)
-	}
+	return string(out)
 }
