@@ -162,9 +162,3 @@ func (n *Node) forgetMember(now protocols.Time, prev membership.Member, known bo
 func isLive(m membership.Member) bool {
 	return m.State == membership.StateAlive || m.State == membership.StateSuspect
 }
-
-// Sizes reports how many members, ids, detectors and refused members the
-// core holds: churn must not grow them.
-func (n *Node) Sizes() (members, ids, detectors, refused int) {
-	return len(n.members), len(n.byID), len(n.detectors), len(n.refused)
-}

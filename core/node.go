@@ -232,9 +232,6 @@ func New(cfg Config) (*Node, error) {
 	return n, nil
 }
 
-// Self returns this node's member record.
-func (n *Node) Self() protocols.Member { return n.self }
-
 // Tick advances time: the protocol's timers, the detectors, the
 // observers' announcements and consistent reads' deadlines.
 func (n *Node) Tick(now protocols.Time) {

@@ -272,9 +272,6 @@ func showVoters(v string) string {
 	return "[" + strings.ReplaceAll(v, ",", " ") + "]"
 }
 
-// Digest is this node's settings digest, for gossip metadata.
-func (n *Node) Digest() string { return n.vt.digest }
-
 // checkDigest remakes this node's digest when the configuration changed
 // (Ready.Digest hands it out) and compares every live member's with it.
 // It runs after every input; the work is a string comparison per member
