@@ -19,9 +19,16 @@ type Health struct {
 
 // SetHealth gives the protocol a new candidacy when it changed and keeps
 // the report for the status.
+//
+// The new status is published to watchers even when who leads does not
+// change: the health it reports did (maintenance turned on while a check
+// already failed changes the report, not the candidacy). The shell calls
+// this only when a check changed state or maintenance changed, so the
+// extra publications are rare.
 func (n *Node) SetHealth(now protocols.Time, h Health) {
 	defer n.settle(now)
 	n.health = h.Report
+	n.forcePublish = true
 	if h.Candidacy == n.candidacy {
 		return
 	}
@@ -30,9 +37,6 @@ func (n *Node) SetHealth(now protocols.Time, h Health) {
 	if cs, ok := n.proto.(protocols.CandidacySetter); ok {
 		cs.SetCandidacy(now, h.Candidacy)
 	}
-	// A new candidacy changes what the status reports even when who leads
-	// does not: publish it.
-	n.forcePublish = true
 }
 
 // healthReport is the status's health: the shell's report with what the

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/conclave-agent/conclave/api"
 	"github.com/conclave-agent/conclave/membership"
 	"github.com/conclave-agent/conclave/phi"
 	"github.com/conclave-agent/conclave/protocols"
@@ -140,5 +141,27 @@ func TestUnknownSenderIsRefused(t *testing.T) {
 	}
 	if st, _ := tn.Leader(tn.now); st.Leader == 5 {
 		t.Fatal("an unknown sender became leader")
+	}
+}
+
+// TestHealthReportIsPublished: a new health report reaches watchers even
+// when the candidacy, and so who leads, does not change (maintenance on
+// while a check already fails).
+func TestHealthReportIsPublished(t *testing.T) {
+	tn := policyNode(t, ProtocolSpec{Protocol: ProtocolMajority, Voters: []string{"self"}}, false, Unsafe{})
+	ineligible := protocols.Candidacy{Ineligible: true}
+	tn.SetHealth(tn.now, Health{Candidacy: ineligible, Report: &api.HealthReport{Status: api.HealthFailing}})
+	tn.drain()
+	tn.SetHealth(tn.now, Health{Candidacy: ineligible, Report: &api.HealthReport{Status: api.HealthMaintenance}})
+	var published *api.Status
+	for tn.HasReady() {
+		rd := tn.Ready()
+		if rd.Status != nil {
+			published = rd.Status
+		}
+		tn.Advance(rd)
+	}
+	if published == nil || published.Health == nil || published.Health.Status != api.HealthMaintenance {
+		t.Fatalf("maintenance with an unchanged candidacy published %+v; want a status whose health is maintenance", published)
 	}
 }
