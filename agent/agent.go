@@ -535,6 +535,7 @@ func (a *Agent) handleReady() error {
 				a.tr.RemovePeer(p.ID)
 				continue
 			}
+			a.tr.SetProbed(p.ID, p.Probe)
 			if err := a.tr.SetPeer(p.ID, p.PeerID, p.PeerAddr); err != nil {
 				a.log.Warn("cannot admit member", zap.String("member", p.Name), zap.Error(err))
 			}

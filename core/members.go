@@ -56,7 +56,7 @@ func (n *Node) applyMember(now protocols.Time, m membership.Member) {
 		returned := !known || prev.State == membership.StateDead || prev.State == membership.StateLeft
 		if m.PeerID != "" && (!known || prev.PeerID != m.PeerID || prev.PeerAddr != m.PeerAddr || prev.State != m.State) {
 			if !(n.cfg.Unsafe.NoPeerOnReturn && known && returned) {
-				n.peers = append(n.peers, PeerChange{ID: m.ID, PeerID: m.PeerID, PeerAddr: m.PeerAddr, Name: m.Name})
+				n.peers = append(n.peers, n.peerChange(m))
 			}
 		}
 		if returned {
@@ -79,6 +79,7 @@ func (n *Node) applyMember(now protocols.Time, m membership.Member) {
 			// A dead member keeps its peer, since it may be only
 			// partitioned away; it is removed when gossip reaps it.
 			n.peers = append(n.peers, PeerChange{ID: m.ID, Remove: true, Name: m.Name})
+			n.forgetProbe(m.ID)
 		}
 		n.admitRefused(now, m.ID)
 	}
@@ -142,6 +143,7 @@ func (n *Node) dropID(now protocols.Time, id protocols.ID) {
 	name := n.byID[id]
 	delete(n.byID, id)
 	n.peers = append(n.peers, PeerChange{ID: id, Remove: true, Name: name})
+	n.forgetProbe(id)
 	n.memberDown(now, id, name)
 	n.forgetDetector(now, id)
 }

@@ -21,15 +21,23 @@ type testNode struct {
 	*Node
 	peers     map[protocols.ID]string
 	reachable map[protocols.ID]bool
-	now       protocols.Time
-	logs      *observer.ObservedLogs
+	// probed is the transport's probe choice per peer (SetProbed).
+	probed map[protocols.ID]bool
+	now    protocols.Time
+	logs   *observer.ObservedLogs
 }
 
-func newTestNode(t *testing.T, protocol string) (*testNode, *observer.ObservedLogs) {
+// newTestShell is a testNode's shell side, before its Node is built.
+func newTestShell() *testNode {
+	return &testNode{peers: make(map[protocols.ID]string), reachable: make(map[protocols.ID]bool),
+		probed: make(map[protocols.ID]bool), now: protocols.Time(time.Second)}
+}
+
+func newTestNode(t *testing.T, protocol string, opts ...func(*Config)) (*testNode, *observer.ObservedLogs) {
 	t.Helper()
 	obs, logs := observer.New(zapcore.InfoLevel)
-	tn := &testNode{peers: make(map[protocols.ID]string), reachable: make(map[protocols.ID]bool), now: protocols.Time(time.Second)}
-	n, err := New(Config{
+	tn := newTestShell()
+	cfg := Config{
 		Election: ProtocolSpec{
 			Protocol: protocol, Self: protocols.Member{ID: 1, Name: "self", Voter: true},
 			Voters:          []string{"self", "a", "b", "c"},
@@ -40,7 +48,11 @@ func newTestNode(t *testing.T, protocol string) (*testNode, *observer.ObservedLo
 		Detector:  phi.Config{Threshold: 8, MaxSamples: 100, MinStdDev: 10 * time.Millisecond, AcceptablePause: 200 * time.Millisecond, FirstHeartbeatEstimate: 50 * time.Millisecond},
 		Reachable: func(id protocols.ID) bool { return tn.reachable[id] },
 		Logger:    zap.New(obs).Sugar(),
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	n, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +68,9 @@ func (tn *testNode) drain() {
 		for _, p := range rd.Peers {
 			if p.Remove {
 				delete(tn.peers, p.ID)
+				delete(tn.probed, p.ID)
 			} else {
+				tn.probed[p.ID] = p.Probe
 				for id, pid := range tn.peers {
 					if pid == p.PeerID && id != p.ID {
 						// The transport refuses a peer id another id holds.

@@ -94,6 +94,10 @@ type PeerChange struct {
 	Remove bool
 	// Name is the member's name, for the shell's log lines.
 	Name string
+	// Probe: the transport keeps the member's reachability known by
+	// probing it when silent (transport.Transport.SetProbed). Off only
+	// where nothing of this node's depends on it (probeScope).
+	Probe bool
 }
 
 // Confirmation settles a consistent read started by ConfirmLeadership.
@@ -185,6 +189,9 @@ type Node struct {
 	metaRaw      string
 	meta         api.Meta
 	forcePublish bool
+
+	// probe is the probe scope last handed to the shell (core/probe.go).
+	probe probeScope
 
 	// Pending output, handed out by Ready.
 	peers    []PeerChange

@@ -17,7 +17,7 @@ import (
 // policyNode builds a node with its own settings for the policy tests.
 func policyNode(t *testing.T, spec ProtocolSpec, gossip bool, unsafe Unsafe) *testNode {
 	t.Helper()
-	tn := &testNode{peers: make(map[protocols.ID]string), reachable: make(map[protocols.ID]bool), now: protocols.Time(time.Second)}
+	tn := newTestShell()
 	obs, logs := observer.New(zapcore.InfoLevel)
 	tn.logs = logs
 	spec.Self = protocols.Member{ID: 1, Name: "self", Voter: true}

@@ -190,6 +190,7 @@ func (n *Node) LeaderPhi(now protocols.Time) float64 {
 func (n *Node) settle(now protocols.Time) {
 	n.now = now
 	n.checkDigest(now)
+	n.checkProbeScope()
 	n.announceDue(now)
 	n.checkConfirms(now)
 	ps, _, learned := n.electionStatus(now)

@@ -39,12 +39,15 @@ type Host struct {
 	ctx     context.Context // cancelled by Close; aborts dials
 	cancel  context.CancelFunc
 
-	mu      sync.RWMutex
-	closed  bool
-	peers   map[protocols.ID]*peerState
-	byPeer  map[peer.ID]protocols.ID
-	streams map[network.Stream]struct{} // inbound streams being read
-	wg      sync.WaitGroup              // senders and inbound readers
+	mu     sync.RWMutex
+	closed bool
+	peers  map[protocols.ID]*peerState
+	byPeer map[peer.ID]protocols.ID
+	// unprobed are the members SetProbed took out of probing, by id
+	// whether admitted or not: the choice outlives an address change.
+	unprobed map[protocols.ID]bool
+	streams  map[network.Stream]struct{} // inbound streams being read
+	wg       sync.WaitGroup              // senders and inbound readers
 
 	// idleAfterNow is the prober's current slow speed (a Duration), for
 	// Reachable.
@@ -87,6 +90,9 @@ type peerState struct {
 	probes       atomic.Uint64
 	// probing is true while a probe is in flight (guarded by Host.mu).
 	probing bool
+	// probed: the prober keeps this member's reachability known
+	// (SetProbed; guarded by Host.mu).
+	probed bool
 }
 
 func newPeerState(id protocols.ID, pid peer.ID, addr ma.Multiaddr, queueLen int) *peerState {
@@ -131,15 +137,16 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	SetLibp2pLogger(cfg.Logger)
 	hctx, cancel := context.WithCancel(context.Background())
 	t := &Host{
-		cfg:     cfg,
-		log:     cfg.Logger.Named("transport"),
-		stats:   newCounters(),
-		inbound: make(chan protocols.Message, cfg.InboundLen),
-		ctx:     hctx,
-		cancel:  cancel,
-		peers:   map[protocols.ID]*peerState{},
-		byPeer:  map[peer.ID]protocols.ID{},
-		streams: map[network.Stream]struct{}{},
+		cfg:      cfg,
+		log:      cfg.Logger.Named("transport"),
+		stats:    newCounters(),
+		inbound:  make(chan protocols.Message, cfg.InboundLen),
+		ctx:      hctx,
+		cancel:   cancel,
+		peers:    map[protocols.ID]*peerState{},
+		byPeer:   map[peer.ID]protocols.ID{},
+		unprobed: map[protocols.ID]bool{},
+		streams:  map[network.Stream]struct{}{},
 	}
 	listen, err := ma.NewMultiaddr(cfg.Listen)
 	if err != nil {
@@ -318,6 +325,7 @@ func (t *Host) SetPeer(id protocols.ID, peerID string, addr string) error {
 	t.h.Peerstore().ClearAddrs(pid)
 	t.h.Peerstore().AddAddr(pid, maddr, peerstore.PermanentAddrTTL)
 	ps := newPeerState(id, pid, maddr, t.cfg.QueueLen)
+	ps.probed = !t.unprobed[id]
 	t.peers[id] = ps
 	t.byPeer[pid] = id
 	t.wg.Add(1)
@@ -336,6 +344,29 @@ func (t *Host) SetPeer(id protocols.ID, peerID string, addr string) error {
 	return nil
 }
 
+// SetProbed implements Transport. A member out of probing costs this node
+// nothing while it stays silent: no probe, no stream and no connection of
+// this node's making. An observer needs probes only toward the voters;
+// an observer probing every other observer made a fleet of N agents hold
+// N² connections (docs/benchmarks/analysis.md, Fleet).
+func (t *Host) SetProbed(id protocols.ID, probed bool) {
+	t.mu.Lock()
+	if probed {
+		delete(t.unprobed, id)
+	} else {
+		t.unprobed[id] = true
+	}
+	ps := t.peers[id]
+	if ps != nil {
+		ps.probed = probed
+	}
+	t.mu.Unlock()
+	if ps != nil && !probed {
+		// Its long-lived probe stream, if any, is not needed any more.
+		ps.keepProbeStream(nil)
+	}
+}
+
 // RemovePeer implements Transport. Its queued messages are discarded and
 // its connections closed; a later stream from it is refused.
 func (t *Host) RemovePeer(id protocols.ID) {
@@ -347,6 +378,7 @@ func (t *Host) RemovePeer(id protocols.ID) {
 	}
 	delete(t.peers, id)
 	delete(t.byPeer, ps.pid)
+	delete(t.unprobed, id) // the next SetPeer of id comes with its own choice
 	close(ps.stop)
 	t.h.Peerstore().ClearAddrs(ps.pid)
 	t.mu.Unlock()

@@ -108,6 +108,10 @@ func (t *MemTransport) Reachable(id protocols.ID) bool {
 	return t.net.nodes[pid] != nil
 }
 
+// SetProbed implements Transport. The in-memory network knows at once
+// which nodes are on it, so there is nothing to probe either way.
+func (t *MemTransport) SetProbed(protocols.ID, bool) {}
+
 // RemovePeer implements Transport.
 func (t *MemTransport) RemovePeer(id protocols.ID) {
 	t.mu.Lock()

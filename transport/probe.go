@@ -169,7 +169,8 @@ func (ps *peerState) wake() {
 
 // Reachable implements Transport: whether id was heard from (a message, a
 // probe, or an answer to ours) recently enough for the speed it is probed
-// at (see reachable).
+// at (see reachable). A member out of probing (SetProbed) is judged as an
+// idle one, from its own traffic alone.
 func (t *Host) Reachable(id protocols.ID) bool {
 	t.mu.RLock()
 	ps := t.peers[id]
@@ -202,7 +203,7 @@ func (t *Host) runProber() {
 		}
 		idle := 0
 		for _, ps := range t.peers {
-			if t.probeAfter(ps.times(now), 0) != t.cfg.ProbeAfter {
+			if ps.probed && t.probeAfter(ps.times(now), 0) != t.cfg.ProbeAfter {
 				idle++
 			}
 		}
@@ -214,7 +215,7 @@ func (t *Host) runProber() {
 		for _, ps := range t.peers {
 			p := ps.times(now)
 			after := t.probeAfter(p, idleAfter)
-			if ps.probing || time.Duration(now-p.heard) < after {
+			if !ps.probed || ps.probing || time.Duration(now-p.heard) < after {
 				continue
 			}
 			if after != t.cfg.ProbeAfter {

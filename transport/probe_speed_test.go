@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
+
 	"github.com/conclave-agent/conclave/protocols"
 )
 
@@ -175,4 +177,35 @@ func TestProbesReachAMemberWithOnlyOneShotProbes(t *testing.T) {
 	if toB.failed.Load() || !a.Reachable(2) {
 		t.Errorf("b reachable %v, last probe failed %v; want its one-shot answers to count", a.Reachable(2), toB.failed.Load())
 	}
+}
+
+// TestUnprobedMemberCostsNothing: a member taken out of probing before it
+// is admitted is never probed and never dialled while it stays silent;
+// put back, it is probed again. Before SetProbed, every agent of a fleet
+// probed (and so connected to) every other.
+func TestUnprobedMemberCostsNothing(t *testing.T) {
+	a := newTestHost(t, 1, nil, func(c *Config) { c.ProbeAfter = 10 * time.Millisecond })
+	b := newTestHost(t, 2, nil)
+	c := newTestHost(t, 3, nil)
+	a.SetProbed(2, false)
+	for _, p := range []*testHost{b, c} {
+		if err := a.SetPeer(p.cfg.Self, p.PeerID(), p.Addrs()[0]); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.SetPeer(1, a.PeerID(), a.Addrs()[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// c, probed, is the yardstick: once it had many probes, b had as
+	// many chances.
+	waitUntil(t, "a's first probe of c", func() bool { return a.peerOf(3).probes.Load() >= 1 })
+	time.Sleep(100 * time.Millisecond) // ten fast periods
+	if n := a.peerOf(2).probes.Load(); n != 0 {
+		t.Errorf("a probed b, which it was told not to probe, %d times", n)
+	}
+	if got := a.h.Network().Connectedness(b.h.ID()); got == network.Connected {
+		t.Errorf("a is connected to b, which it never sent to nor probed")
+	}
+	a.SetProbed(2, true)
+	waitUntil(t, "a to probe b once it may", func() bool { return a.peerOf(2).probes.Load() >= 1 })
 }

@@ -29,6 +29,11 @@ type Transport interface {
 	SetPeer(id protocols.ID, peerID string, addr string) error
 	// RemovePeer forgets member id and drops its connections and queue.
 	RemovePeer(id protocols.ID)
+	// SetProbed says whether this node keeps member id's reachability
+	// known by probing it when it falls silent (the default), or only
+	// learns it from the member's own traffic. It may be called before
+	// SetPeer and holds until changed, whatever the member's address.
+	SetProbed(id protocols.ID, probed bool)
 	// Reachable reports whether member id was heard from recently: a
 	// message from it, or an answer to a probe. Gossip may still call a
 	// member alive that this transport cannot reach; quorum health is

@@ -1,0 +1,90 @@
+package core
+
+import (
+	"slices"
+
+	"github.com/conclave-agent/conclave/membership"
+	"github.com/conclave-agent/conclave/protocols"
+)
+
+// probeScope decides which members the transport probes. Probes keep a
+// member's reachability known, which this node needs for its quorum
+// health and, on a voter, for voter changes; each probed member costs a
+// connection and a probe now and then. In a fleet of observers around a
+// few voters, observers probing each other made N agents hold N²
+// connections (docs/benchmarks/analysis.md, Fleet), for a reachability
+// nothing read.
+//
+// The rule: a node that may vote or lead probes every member (bully and
+// ring, where every member is a candidate; a majority voter, which may
+// have to judge any member for a voter change); a majority observer
+// probes only the voters.
+type probeScope struct {
+	// conf is the voter configuration the current choices were made
+	// from; zero for bully and ring, and before the first choice.
+	conf protocols.Configuration
+	set  bool
+	// off are the members handed to the shell with Probe false.
+	off map[protocols.ID]bool
+}
+
+// wantsProbe reports whether this node should probe the member named name
+// under conf.
+func (n *Node) wantsProbe(conf protocols.Configuration, name string) bool {
+	if conf.IsZero() {
+		return true // bully, ring: every member is a candidate
+	}
+	return conf.Has(n.self.Name) || conf.Has(name)
+}
+
+// voterConf is the protocol's voter configuration, zero for protocols
+// without one.
+func (n *Node) voterConf() protocols.Configuration {
+	if _, ok := n.voterChanger(); !ok {
+		return protocols.Configuration{}
+	}
+	return n.proto.Status(n.now).Config
+}
+
+// peerChange is the transport peer for a live member m, with its probe
+// choice recorded.
+func (n *Node) peerChange(m membership.Member) PeerChange {
+	probe := n.wantsProbe(n.probe.conf, m.Name)
+	if probe {
+		delete(n.probe.off, m.ID)
+	} else {
+		if n.probe.off == nil {
+			n.probe.off = make(map[protocols.ID]bool)
+		}
+		n.probe.off[m.ID] = true
+	}
+	return PeerChange{ID: m.ID, PeerID: m.PeerID, PeerAddr: m.PeerAddr, Name: m.Name, Probe: probe}
+}
+
+// checkProbeScope hands the shell new probe choices when the voter
+// configuration changed: a member promoted to voter is probed by every
+// observer, and this node, promoted, probes everyone.
+func (n *Node) checkProbeScope() {
+	conf := n.voterConf()
+	if n.probe.set && conf == n.probe.conf {
+		return
+	}
+	n.probe.conf, n.probe.set = conf, true
+	var names []string
+	for name, m := range n.members {
+		if name == n.self.Name || !isLive(m) || m.PeerID == "" || n.byID[m.ID] != name {
+			continue
+		}
+		if n.wantsProbe(conf, name) == n.probe.off[m.ID] {
+			names = append(names, name)
+		}
+	}
+	// In name order: the simulator records peer changes in its trace.
+	slices.Sort(names)
+	for _, name := range names {
+		n.peers = append(n.peers, n.peerChange(n.members[name]))
+	}
+}
+
+// forgetProbe drops the probe choice of a member no longer a peer.
+func (n *Node) forgetProbe(id protocols.ID) { delete(n.probe.off, id) }
