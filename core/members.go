@@ -31,6 +31,7 @@ func (n *Node) applyMember(now protocols.Time, m membership.Member) {
 		return
 	}
 	n.members[m.Name] = m
+	n.vt.membersSeen = false
 	if known && n.byID[prev.ID] == m.Name && (prev.ID != m.ID || prev.PeerID != m.PeerID) {
 		// Back with another id or another libp2p identity: the old one
 		// is gone for good. Without this its transport peer kept the
@@ -155,6 +156,7 @@ func (n *Node) forgetMember(now protocols.Time, prev membership.Member, known bo
 		return
 	}
 	delete(n.members, prev.Name)
+	n.vt.membersSeen = false
 	delete(n.refused, prev.Name)
 	if n.byID[prev.ID] == prev.Name {
 		n.dropID(now, prev.ID)

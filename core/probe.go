@@ -37,15 +37,6 @@ func (n *Node) wantsProbe(conf protocols.Configuration, name string) bool {
 	return conf.Has(n.self.Name) || conf.Has(name)
 }
 
-// voterConf is the protocol's voter configuration, zero for protocols
-// without one.
-func (n *Node) voterConf() protocols.Configuration {
-	if _, ok := n.voterChanger(); !ok {
-		return protocols.Configuration{}
-	}
-	return n.proto.Status(n.now).Config
-}
-
 // peerChange is the transport peer for a live member m, with its probe
 // choice recorded.
 func (n *Node) peerChange(m membership.Member) PeerChange {
@@ -63,9 +54,12 @@ func (n *Node) peerChange(m membership.Member) PeerChange {
 
 // checkProbeScope hands the shell new probe choices when the voter
 // configuration changed: a member promoted to voter is probed by every
-// observer, and this node, promoted, probes everyone.
+// observer, and this node, promoted, probes everyone. It runs after
+// checkDigest, which has just read the configuration (zero for protocols
+// without one): reading the protocol's status again on every input would
+// add to the cost of each message.
 func (n *Node) checkProbeScope() {
-	conf := n.voterConf()
+	conf := n.vt.digestConf
 	if n.probe.set && conf == n.probe.conf {
 		return
 	}

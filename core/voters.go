@@ -81,6 +81,10 @@ type voterTrack struct {
 	conflicts  map[string]digestConflict
 	// heldDown are the members memberDown did not report down yet.
 	heldDown map[protocols.ID]string
+	// membersSeen: every member's digest was compared since the members
+	// or this node's digest last changed, so checkDigest has nothing to
+	// do; without it every message cost a walk over the whole fleet.
+	membersSeen bool
 }
 
 func (n *Node) voterChanger() (protocols.VoterChanger, bool) {
@@ -286,10 +290,15 @@ func (n *Node) checkDigest(now protocols.Time) {
 		t.digestConf = conf
 		t.digest = makeDigest(n.digestSettings(), conf)
 		t.published = false
+		t.membersSeen = false
 		if conf.Index > 0 && len(t.heldDown) > 0 {
 			n.releaseHeldDown(now)
 		}
 	}
+	if t.membersSeen {
+		return
+	}
+	t.membersSeen = true
 	if t.seen == nil {
 		t.seen = make(map[string]seenDigest)
 		t.conflicts = make(map[string]digestConflict)
