@@ -99,11 +99,15 @@ func (n *Node) status(now protocols.Time, st protocols.Status, origin protocols.
 	if learned {
 		out.LeaderAgeMS = now.Sub(origin).Milliseconds()
 	}
-	others := 0 // live members other than this agent that it reaches
+	// others: live members other than this agent that it reaches, which
+	// only bully and ring count (below). Asking the transport about every
+	// member of a majority fleet on every message cost its leader more
+	// than the answer was worth.
+	others, everyone := 0, st.Config.IsZero()
 	for name, m := range n.members {
 		if isLive(m) {
 			out.Members++
-			if name != n.self.Name && n.reached(m) {
+			if everyone && name != n.self.Name && n.reached(m) {
 				others++
 			}
 		}
