@@ -208,7 +208,7 @@ func (n *Node) problems() api.Problems {
 		}
 		slices.Sort(names)
 		for _, name := range names {
-			if l := n.vt.conflicts[name].line; l != "" {
+			if l := n.vt.conflicts[name].line; l != "" && !slices.Contains(lines, l) {
 				lines = append(lines, l)
 			}
 		}
@@ -367,6 +367,13 @@ func (n *Node) compareDigest(now protocols.Time, name, theirs string) {
 		}
 	case ver != "" && versionIndex(ver) == 0 && versionIndex(ourVer) > 0 && voters != ourVoters && !digestHas(ourVoters, name):
 		c = digestConflict{line: fmt.Sprintf("%s has not joined this cluster: it holds the bootstrap list %s, not a voter of %s; add it with 'agent voters add %s' if it should vote, or fix its election.voters", name, showVoters(voters), showVoters(ourVoters), name)}
+	case ver != "" && versionIndex(ourVer) > 0 && versionIndex(ver) > versionIndex(ourVer) &&
+		digestHas(ourVoters, n.self.Name) && !strings.HasPrefix(voters, "#") && !digestHas(voters, n.self.Name):
+		// A voter removed while it was away (or cut off as the change
+		// committed) gets no more heartbeats, so nothing tells it: say so.
+		// The line names no member, so every member that shows the same
+		// configuration gives one line (problems drops repeats).
+		c = digestConflict{line: fmt.Sprintf("the cluster is at voter configuration %s with voters %s, which leaves this agent out: it was removed from the voters (perhaps while it was away) and still holds configuration %s; to make it vote again run 'agent voters add %s' on any member, otherwise run it as an observer (election.voters without it)", ver, showVoters(voters), ourVer, n.self.Name)}
 	case ver != "" && ver == ourVer && voters != ourVoters:
 		c = digestConflict{line: fmt.Sprintf("%s holds voters %s at configuration %s, this agent %s: neither counts the other's vote until one of them adopts a newer configuration", name, showVoters(voters), ver, showVoters(ourVoters))}
 		n.log.Warnw("a member holds another voter list at the same configuration version; votes between the two are refused",
