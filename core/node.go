@@ -162,10 +162,11 @@ type Stats struct {
 	Sent             map[protocols.MessageKind]uint64
 	Received         map[protocols.MessageKind]uint64
 	// StepErrors counts messages refused, by the protocol or because
-	// gossip never introduced their sender.
+	// gossip never introduced their sender, and gossiped announcements
+	// beyond the ceiling.
 	StepErrors uint64
-	// BeyondCeiling counts messages refused for a term or epoch beyond
-	// protocols.Ceiling (also in StepErrors).
+	// BeyondCeiling counts messages and announcements refused for a term
+	// or epoch beyond protocols.Ceiling (also in StepErrors).
 	BeyondCeiling uint64
 }
 
@@ -224,6 +225,9 @@ func New(cfg Config) (*Node, error) {
 	}
 	if _, err := phi.New(cfg.Detector); err != nil {
 		return nil, fmt.Errorf("core: failure detector: %w", err)
+	}
+	if cfg.ObservedEpoch > protocols.Ceiling {
+		return nil, fmt.Errorf("core: observed epoch %d: %w (the ceiling is %d)", cfg.ObservedEpoch, protocols.ErrBeyondCeiling, protocols.Ceiling)
 	}
 	spec := cfg.Election
 	spec.Members = nil

@@ -1,6 +1,8 @@
 package core
 
 import (
+	"fmt"
+
 	"github.com/conclave-agent/conclave/protocols"
 	"github.com/conclave-agent/conclave/protocols/observe"
 )
@@ -59,6 +61,13 @@ func (n *Node) Gossiped(now protocols.Time, b []byte) error {
 	if ann.Leader == n.self.ID {
 		return nil // our own, relayed back
 	}
+	if own := n.knownEpoch(now); !protocols.AdmitTerm(ann.Epoch, own) || ann.Term > protocols.Ceiling {
+		// Majority's epoch is its term. Reporting such an epoch would
+		// have to persist it, which the store refuses above the ceiling.
+		n.stats.StepErrors++
+		n.stats.BeyondCeiling++
+		return fmt.Errorf("core: announcement of epoch %d, term %d refused at epoch %d: %w", ann.Epoch, ann.Term, own, protocols.ErrBeyondCeiling)
+	}
 	if ann.Epoch < n.obs.floor {
 		// This agent already reported a later epoch, perhaps before a
 		// restart: the claim is stale, and relaying it helps no one.
@@ -70,6 +79,16 @@ func (n *Node) Gossiped(now protocols.Time, b []byte) error {
 		}
 	}
 	return nil
+}
+
+// knownEpoch is the highest epoch this node knows: its protocol's, the
+// newest announcement's, the floor.
+func (n *Node) knownEpoch(now protocols.Time) uint64 {
+	own := max(n.proto.Status(now).Epoch, n.obs.floor)
+	if cur, ok := n.obs.knowledge.Current(now); ok {
+		own = max(own, cur.Epoch)
+	}
+	return own
 }
 
 // announceDue queues this leader's announcement when one is due and some

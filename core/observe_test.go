@@ -1,9 +1,11 @@
 package core
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/conclave-agent/conclave/api"
+	"github.com/conclave-agent/conclave/phi"
 	"github.com/conclave-agent/conclave/protocols"
 	"github.com/conclave-agent/conclave/protocols/observe"
 )
@@ -129,4 +131,48 @@ func TestFloorHidesAStaleProtocolEpoch(t *testing.T) {
 	if len(sh.persisted) != 0 {
 		t.Fatalf("persisted %v: the floor from Config is already durable", sh.persisted)
 	}
+}
+
+func TestObservedEpochAboveCeilingRefused(t *testing.T) {
+	cfg := Config{
+		Election: ProtocolSpec{Protocol: ProtocolMajority, Self: protocols.Member{ID: 1, Name: "self"},
+			Voters: []string{"a"}, Rand: NewRand(1, 2)},
+		Detector:      phi.DefaultConfig(),
+		ObservedEpoch: protocols.Ceiling + 1,
+	}
+	if _, err := New(cfg); !errors.Is(err, protocols.ErrBeyondCeiling) {
+		t.Fatalf("New with an observed epoch above the ceiling: %v, want ErrBeyondCeiling", err)
+	}
+}
+
+// TestAnnouncementBeyondCeilingRefused: a hostile or buggy announcement
+// above what the ceiling admits is refused and counted; it is neither
+// reported nor handed to the shell to persist (the store would refuse it
+// and stop the agent).
+func TestAnnouncementBeyondCeilingRefused(t *testing.T) {
+	var sh floorShell
+	tn, _ := newTestNode(t, ProtocolMajority, gossipObserver(0, Unsafe{}))
+	joinFleet(tn)
+	sh.gossip(t, tn, observe.Announcement{Leader: 2, Epoch: 7, Term: 7, Seq: 1})
+	for _, ann := range []observe.Announcement{
+		{Leader: 3, Epoch: protocols.Ceiling + 1, Term: 8, Seq: 1},
+		{Leader: 3, Epoch: protocols.MaxAccepted + protocols.TermSlack + 1, Term: 8, Seq: 1},
+		{Leader: 3, Epoch: 8, Term: protocols.Ceiling + 1, Seq: 1},
+	} {
+		err := tn.Gossiped(tn.now, ann.Append(nil))
+		if !errors.Is(err, protocols.ErrBeyondCeiling) {
+			t.Fatalf("announcement %+v: %v, want ErrBeyondCeiling", ann, err)
+		}
+		sh.drain(tn)
+	}
+	checkReported(t, tn, "a", 7)
+	if len(sh.persisted) != 1 || sh.persisted[0] != 7 {
+		t.Fatalf("persisted %v, want [7]", sh.persisted)
+	}
+	if s := tn.Stats(); s.BeyondCeiling != 3 || s.StepErrors != 3 {
+		t.Fatalf("counted %d beyond the ceiling, %d refused; want 3 and 3", s.BeyondCeiling, s.StepErrors)
+	}
+	// Below MaxAccepted anything goes: a fresh observer of an old cluster.
+	sh.gossip(t, tn, observe.Announcement{Leader: 3, Epoch: protocols.MaxAccepted, Term: protocols.MaxAccepted, Seq: 1})
+	checkReported(t, tn, "b", protocols.MaxAccepted)
 }
