@@ -4,8 +4,8 @@
 //
 // The loop goroutine is the only place that touches election state, does the
 // protocol's I/O and reads the clock for it. For every Ready it persists the
-// HardState (fsync), then sends the messages, then announces the change,
-// then advances — never in another order. The agent must never report
+// HardState and the observed epoch (fsync), then sends the messages, then
+// announces the change, then advances — never in another order. The agent must never report
 // leadership it cannot vouch for: every answer is computed from the
 // protocol's Status at the instant of asking.
 package agent
@@ -156,6 +156,10 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
+	observed, err := a.store.LoadObserved()
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
 	key, err := clusterKey(cfg)
 	if err != nil {
 		return nil, err
@@ -238,7 +242,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 	}
 
 	a.gossip, _ = a.cluster.(membership.Gossiper)
-	if a.core, err = core.New(a.coreConfig(hs, peerAddr)); err != nil {
+	if a.core, err = core.New(a.coreConfig(hs, observed, peerAddr)); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	a.serveVoterForwards()
@@ -280,8 +284,9 @@ func clusterKey(cfg config.Config) ([]byte, error) {
 	return key, nil
 }
 
-// coreConfig maps the configuration onto the core's.
-func (a *Agent) coreConfig(hs protocols.HardState, peerAddr string) core.Config {
+// coreConfig maps the configuration and the persisted state onto the
+// core's.
+func (a *Agent) coreConfig(hs protocols.HardState, observed uint64, peerAddr string) core.Config {
 	cfg := a.cfg
 	seed := uint64(time.Now().UnixNano()) ^ uint64(a.self.ID)<<32
 	d := cfg.Detector
@@ -317,6 +322,7 @@ func (a *Agent) coreConfig(hs protocols.HardState, peerAddr string) core.Config 
 		GossipAddr:    a.gossipAddr,
 		TransportAddr: peerAddr,
 		Logger:        a.log.Sugar(),
+		ObservedEpoch: observed,
 	}
 }
 
@@ -525,6 +531,12 @@ func (a *Agent) handleReady() error {
 			if err := a.store.Save(*rd.HardState); err != nil {
 				// Sending now could break a promise a vote made; stop.
 				return fmt.Errorf("agent: persist election state: %w", err)
+			}
+		}
+		if rd.ObservedEpoch != 0 {
+			if err := a.store.SaveObserved(rd.ObservedEpoch); err != nil {
+				// Publishing now could report an epoch a restart takes back.
+				return fmt.Errorf("agent: persist observed epoch: %w", err)
 			}
 		}
 		for _, m := range rd.Messages {

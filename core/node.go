@@ -54,6 +54,11 @@ type Config struct {
 	GossipAddr, TransportAddr string
 	// Logger receives log lines; nil discards them.
 	Logger Logger
+	// ObservedEpoch is the last Ready.ObservedEpoch the shell persisted
+	// before this start (0 if none): the floor below which the epoch this
+	// agent reports never goes, though what it learned by gossip was
+	// lost with the restart (docs/design.md §1.2).
+	ObservedEpoch uint64
 	// Unsafe plants deliberate policy bugs (simulator tests only).
 	Unsafe Unsafe
 }
@@ -83,6 +88,11 @@ type Unsafe struct {
 	// starts a watch, which accuses that leader for ever once it steps
 	// down and falls silent.
 	WatchRivals bool
+	// ForgetObserved: the epoch an observer reports from gossip is never
+	// handed to the shell to persist (Ready.ObservedEpoch), so after a
+	// restart it reports its protocol's older epoch until the next
+	// announcement (docs/simulator.md, finding 3).
+	ForgetObserved bool
 }
 
 // PeerChange is a transport peer to add (or update) or remove.
@@ -116,13 +126,19 @@ var (
 )
 
 // Ready is what the shell must carry out, in this order: persist
-// HardState (fsync) before anything else, send Messages, apply Peers,
-// gossip Announcements, publish Status, settle Confirmations; then call
-// Advance.
+// HardState and ObservedEpoch (fsync) before anything else, send Messages,
+// apply Peers, gossip Announcements, publish Status, settle Confirmations;
+// then call Advance.
 type Ready struct {
 	HardState *protocols.HardState
-	Messages  []protocols.Message
-	Peers     []PeerChange
+	// ObservedEpoch, when not zero, is a higher epoch this agent is about
+	// to report from gossip. The shell makes it durable before publishing
+	// Status and hands the last one back at start (Config.ObservedEpoch),
+	// so the reported epoch never goes back across a restart. It rises
+	// only with the leader an observer learns, so it is rarely set.
+	ObservedEpoch uint64
+	Messages      []protocols.Message
+	Peers         []PeerChange
 	// Announcements are gossiped; each one's Age is its age at the
 	// moment the core produced it (the shell adds how long it held it).
 	Announcements []observe.Announcement
@@ -146,10 +162,11 @@ type Stats struct {
 	Sent             map[protocols.MessageKind]uint64
 	Received         map[protocols.MessageKind]uint64
 	// StepErrors counts messages refused, by the protocol or because
-	// gossip never introduced their sender.
+	// gossip never introduced their sender, and gossiped announcements
+	// beyond the ceiling.
 	StepErrors uint64
-	// BeyondCeiling counts messages refused for a term or epoch beyond
-	// protocols.Ceiling (also in StepErrors).
+	// BeyondCeiling counts messages and announcements refused for a term
+	// or epoch beyond protocols.Ceiling (also in StepErrors).
 	BeyondCeiling uint64
 }
 
@@ -208,6 +225,9 @@ func New(cfg Config) (*Node, error) {
 	}
 	if _, err := phi.New(cfg.Detector); err != nil {
 		return nil, fmt.Errorf("core: failure detector: %w", err)
+	}
+	if cfg.ObservedEpoch > protocols.Ceiling {
+		return nil, fmt.Errorf("core: observed epoch %d: %w (the ceiling is %d)", cfg.ObservedEpoch, protocols.ErrBeyondCeiling, protocols.Ceiling)
 	}
 	spec := cfg.Election
 	spec.Members = nil
@@ -284,7 +304,7 @@ func (n *Node) Resign(now protocols.Time) error {
 // HasReady reports whether Ready has anything to hand out.
 func (n *Node) HasReady() bool {
 	return n.proto.HasReady() || len(n.peers) > 0 || len(n.announce) > 0 || n.pending != nil || len(n.settled) > 0 ||
-		!n.vt.published
+		!n.vt.published || n.obs.persist != 0
 }
 
 // Ready hands out everything pending. The caller must carry it out and
@@ -303,6 +323,7 @@ func (n *Node) Ready() Ready {
 			rd.Messages = append(rd.Messages, m)
 		}
 	}
+	rd.ObservedEpoch, n.obs.persist = n.obs.persist, 0
 	rd.Peers, n.peers = n.peers, nil
 	rd.Announcements, n.announce = n.announce, nil
 	rd.Status, n.pending = n.pending, nil

@@ -1,6 +1,8 @@
 package core
 
 import (
+	"fmt"
+
 	"github.com/conclave-agent/conclave/protocols"
 	"github.com/conclave-agent/conclave/protocols/observe"
 )
@@ -15,9 +17,16 @@ type observers struct {
 	voters    map[string]bool
 	knowledge observe.Knowledge
 	announcer *observe.Announcer
+	// floor is the highest epoch reported from gossip, or handed back at
+	// start (Config.ObservedEpoch): the reported epoch never goes below
+	// it, and older announcements are ignored. persist, when not zero, is
+	// a raised floor the next Ready asks the shell to make durable.
+	floor   uint64
+	persist uint64
 }
 
 func (n *Node) initObservers() {
+	n.obs.floor = n.cfg.ObservedEpoch
 	if !n.cfg.Gossip || n.cfg.Election.Protocol != ProtocolMajority {
 		return
 	}
@@ -52,12 +61,34 @@ func (n *Node) Gossiped(now protocols.Time, b []byte) error {
 	if ann.Leader == n.self.ID {
 		return nil // our own, relayed back
 	}
+	if own := n.knownEpoch(now); !protocols.AdmitTerm(ann.Epoch, own) || ann.Term > protocols.Ceiling {
+		// Majority's epoch is its term. Reporting such an epoch would
+		// have to persist it, which the store refuses above the ceiling.
+		n.stats.StepErrors++
+		n.stats.BeyondCeiling++
+		return fmt.Errorf("core: announcement of epoch %d, term %d refused at epoch %d: %w", ann.Epoch, ann.Term, own, protocols.ErrBeyondCeiling)
+	}
+	if ann.Epoch < n.obs.floor {
+		// This agent already reported a later epoch, perhaps before a
+		// restart: the claim is stale, and relaying it helps no one.
+		return nil
+	}
 	if n.obs.knowledge.Learn(now, ann) {
 		if cur, ok := n.obs.knowledge.Current(now); ok {
 			n.announce = append(n.announce, cur)
 		}
 	}
 	return nil
+}
+
+// knownEpoch is the highest epoch this node knows: its protocol's, the
+// newest announcement's, the floor.
+func (n *Node) knownEpoch(now protocols.Time) uint64 {
+	own := max(n.proto.Status(now).Epoch, n.obs.floor)
+	if cur, ok := n.obs.knowledge.Current(now); ok {
+		own = max(own, cur.Epoch)
+	}
+	return own
 }
 
 // announceDue queues this leader's announcement when one is due and some
@@ -92,10 +123,38 @@ func (n *Node) hasObservers() bool {
 	return false
 }
 
-// electionStatus is the protocol's status, with an observer's leader, epoch
-// and term taken from the newest announcement when that is newer than
-// what the protocol knows. It returns when the leader made that claim.
+// electionStatus is the status this agent reports: the protocol's, with
+// an observer's leader, epoch and term taken from the newest announcement
+// when that is newer than what the protocol knows, and never an epoch below
+// the floor. It returns when the leader made a learned claim.
 func (n *Node) electionStatus(now protocols.Time) (protocols.Status, protocols.Time, bool) {
+	st, origin, learned, _ := n.reported(now)
+	return st, origin, learned
+}
+
+// reported is electionStatus, also saying whether the floor replaced the
+// status: the protocol's epoch is below what this agent reported before
+// (an observer restarted before any new announcement, say). It then
+// reports the floor epoch and no leader: it knows that epoch existed, not
+// who leads now, and claiming the old leader without an age to show would
+// be more than it knows (docs/design.md §1.4).
+func (n *Node) reported(now protocols.Time) (st protocols.Status, origin protocols.Time, learned, floored bool) {
+	st, origin, learned = n.learnedStatus(now)
+	if st.Epoch >= n.obs.floor {
+		return st, origin, learned, false
+	}
+	st.Epoch, st.Leader, st.LeaderName, st.LeaseUntil = n.obs.floor, protocols.None, "", 0
+	if st.Role == protocols.Leader {
+		// A leader of an epoch older than one this agent reported is
+		// stale; it may not say it leads (§1.4).
+		st.Role = protocols.Follower
+	}
+	return st, 0, false, true
+}
+
+// learnedStatus is the protocol's status with an observer's knowledge
+// merged in, before the floor.
+func (n *Node) learnedStatus(now protocols.Time) (protocols.Status, protocols.Time, bool) {
 	st := n.proto.Status(now)
 	if !n.obs.on || st.Role != protocols.Observer {
 		return st, 0, false
@@ -107,4 +166,19 @@ func (n *Node) electionStatus(now protocols.Time) (protocols.Status, protocols.T
 	st.Leader, st.Epoch, st.Term, st.LeaderName = cur.Leader, cur.Epoch, cur.Term, ""
 	origin, _ := n.obs.knowledge.Origin()
 	return st, origin, true
+}
+
+// raiseFloor runs in settle, before the status is computed: an epoch
+// about to be reported from gossip above the floor raises it, and the
+// next Ready asks the shell to persist it before the status is published
+// (the same "persist before acting" order as HardState).
+func (n *Node) raiseFloor(now protocols.Time) {
+	st, _, learned := n.learnedStatus(now)
+	if !learned || st.Epoch <= n.obs.floor {
+		return
+	}
+	n.obs.floor = st.Epoch
+	if !n.cfg.Unsafe.ForgetObserved {
+		n.obs.persist = st.Epoch
+	}
 }

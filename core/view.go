@@ -197,7 +197,8 @@ func (n *Node) settle(now protocols.Time) {
 	n.checkProbeScope()
 	n.announceDue(now)
 	n.checkConfirms(now)
-	ps, _, learned := n.electionStatus(now)
+	n.raiseFloor(now)
+	ps, _, learned, floored := n.reported(now)
 	v := viewKey{role: ps.Role, leader: n.leaderName(ps), epoch: ps.Epoch}
 	if v == n.lastView && !n.forcePublish {
 		return
@@ -210,9 +211,12 @@ func (n *Node) settle(now protocols.Time) {
 		if v.leader != "" {
 			n.stats.LeaderChanges++
 		}
-		if !learned {
+		if !learned && !floored {
 			// An observer that learned the leader by gossip gets no
-			// heartbeats from it: a detector would only suspect it.
+			// heartbeats from it: a detector would only suspect it. A
+			// floored status names no leader but says nothing of the
+			// protocol's: the detectors follow the protocol's leader
+			// once the floor no longer hides it.
 			n.forgetDetectors(now, ps.Leader)
 			n.watchLeader(now, ps.Leader)
 		}

@@ -62,6 +62,9 @@ type coreNode struct {
 	pid         string // the current peer id (peerID)
 	// left: the node left gracefully and is stopped (crashed is set too).
 	left bool
+	// observed is the durable observed epoch (Ready.ObservedEpoch), kept
+	// across crashes like the HardState and handed back at every start.
+	observed uint64
 }
 
 func (c *coreNode) peerID(idx int) string {
@@ -153,15 +156,10 @@ func (r *run) startCore(n *node) error {
 		p := r.nodes[j]
 		return !p.crashed && !p.paused && r.conn[j][idx]
 	}
+	cfg.ObservedEpoch = n.cn.observed
 	c, err := core.New(cfg)
 	if err != nil {
 		return fmt.Errorf("sim: core for n%d: %w", n.idx+1, err)
-	}
-	if n.st.Role == protocols.Observer {
-		// What an observer learned by gossip is not persisted: after a
-		// restart it reports its protocol's persisted epoch until gossip
-		// tells it the current one (docs/simulator.md, "Core mode").
-		n.maxEpoch = min(n.maxEpoch, n.hs.Epoch)
 	}
 	cn := n.cn
 	if cn.newIdentity {
@@ -203,6 +201,11 @@ func (r *run) drainCore(n *node) {
 				r.crashNext = n.idx
 			}
 			r.rec(traceRec{kind: recPersist, node: int32(n.idx), a: n.hs.Term, b: uint64(n.hs.Vote), c: n.hs.Epoch})
+		}
+		if rd.ObservedEpoch != 0 {
+			// Durable at once, as the HardState: a crash takes back only
+			// what was never handed to the shell.
+			n.cn.observed = rd.ObservedEpoch
 		}
 		for _, m := range rd.Messages {
 			if !r.hasPeer(n, m) {

@@ -65,7 +65,9 @@ func TestCoreSchedules(t *testing.T) {
 // processes (core.Unsafe) and shows a seed on which the checker catches
 // it, while the real policy passes the same seed: the first five were
 // found with real processes, the last two by core mode itself
-// (docs/simulator.md, "Planted policy bugs").
+// (docs/simulator.md, "Planted policy bugs"). The last case is a safety
+// bug instead: an observer's reported epoch going back across a restart
+// (docs/simulator.md, finding 3).
 func TestCheckerCatchesPolicyBugs(t *testing.T) {
 	cases := []struct {
 		name      string
@@ -85,6 +87,9 @@ func TestCheckerCatchesPolicyBugs(t *testing.T) {
 		{"no transport peer for a member back from dead", "core-bully", core.Unsafe{NoPeerOnReturn: true}, false, 7621113624420504425, sim.InvLiveness},
 		{"only heartbeats clear a suspicion", "core-ring-hs", core.Unsafe{HeartbeatsOnlyClear: true}, false, 14072917602864530048, sim.InvLiveness},
 		{"a rival leader's heartbeat starts a watch", "core-ring", core.Unsafe{WatchRivals: true}, false, 9722696506342463596, sim.InvLiveness},
+		// An observer's epoch learned by gossip was not persisted: after a
+		// restart it reported its protocol's older one (finding 3).
+		{"an observer's reported epoch is not persisted", "core-majority", core.Unsafe{ForgetObserved: true}, false, 13877614986023876344, sim.InvEpochMonotonic},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -97,13 +102,15 @@ func TestCheckerCatchesPolicyBugs(t *testing.T) {
 				ets = registry.StrictFailoverETs
 			}
 			protocol, alg := core.ProtocolRing, ring.AlgLCR
+			majority := false
 			switch c.variant {
+			case "core-majority":
+				protocol, alg, majority = core.ProtocolMajority, "", true
 			case "core-bully":
 				protocol, alg = core.ProtocolBully, ""
 			case "core-ring-hs":
 				alg = ring.AlgHS
 			}
-			majority := false
 			good := registry.CoreOptions(e.Core, e.Checks, majority, ets)
 			buggy := registry.CoreOptions(registry.Core(protocol, alg, c.unsafe), e.Checks, majority, ets)
 			res, err := sim.Run(buggy, c.seed)

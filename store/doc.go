@@ -1,5 +1,6 @@
 // Package store keeps a node's protocols.HardState (term, vote, epoch)
-// durable in its data directory, and guards the data directory with a lock
+// durable in its data directory, with the highest epoch the agent reported
+// from gossip (the observed-epoch file, store/observed.go), and guards the data directory with a lock
 // so that only one agent uses it at a time.
 //
 // A Save is atomic and durable when it returns: the state is written to a

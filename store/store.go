@@ -41,6 +41,10 @@ type Store struct {
 	// last is the state known to be on disk, set by a successful Load or
 	// Save; nil until then. Save checks new states against it.
 	last *protocols.HardState
+	// observed is the observed epoch known to be on disk, once
+	// observedLoaded (store/observed.go).
+	observed       uint64
+	observedLoaded bool
 }
 
 // Open prepares dir (created with mode 0700 if missing) for a Store and
@@ -60,7 +64,7 @@ func Open(dir string) (*Store, error) {
 	for _, e := range entries {
 		// A temporary file never became the state: the rename that would
 		// have published it did not happen, so it is safe to drop.
-		if strings.HasPrefix(e.Name(), tmpPrefix) && e.Type().IsRegular() {
+		if (strings.HasPrefix(e.Name(), tmpPrefix) || strings.HasPrefix(e.Name(), observedTmpPrefix)) && e.Type().IsRegular() {
 			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return nil, fmt.Errorf("store: remove stale temporary file: %w", err)
 			}
