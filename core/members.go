@@ -63,6 +63,7 @@ func (n *Node) applyMember(now protocols.Time, m membership.Member) {
 		if returned {
 			n.log.Infow("member up", "member", m.Name, "id", uint64(m.ID))
 			n.proto.MemberUp(now, m.ProtocolMember())
+			n.greet(now, m.Name)
 		}
 	case membership.StateDead, membership.StateLeft:
 		if _, refused := n.refused[m.Name]; refused {

@@ -23,8 +23,10 @@ type testNode struct {
 	reachable map[protocols.ID]bool
 	// probed is the transport's probe choice per peer (SetProbed).
 	probed map[protocols.ID]bool
-	now    protocols.Time
-	logs   *observer.ObservedLogs
+	// announced counts the announcements handed out for gossip.
+	announced int
+	now       protocols.Time
+	logs      *observer.ObservedLogs
 }
 
 // newTestShell is a testNode's shell side, before its Node is built.
@@ -65,6 +67,7 @@ func newTestNode(t *testing.T, protocol string, opts ...func(*Config)) (*testNod
 func (tn *testNode) drain() {
 	for tn.HasReady() {
 		rd := tn.Ready()
+		tn.announced += len(rd.Announcements)
 		for _, p := range rd.Peers {
 			if p.Remove {
 				delete(tn.peers, p.ID)

@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/conclave-agent/conclave/protocols"
 	"github.com/conclave-agent/conclave/protocols/observe"
@@ -36,6 +37,21 @@ func (n *Node) initObservers() {
 		n.obs.voters[v] = true
 	}
 	n.obs.announcer = observe.NewAnnouncer(n.self.ID, observe.RefreshInterval)
+}
+
+// newcomerGap is how often at most observers that appear hasten a leader's
+// announcement (observe.Announcer.Hasten): a fleet starting up costs the
+// leader four announcements a second, not one per agent.
+const newcomerGap = 250 * time.Millisecond
+
+// greet brings the leader's next announcement forward for an observer
+// that just appeared: it was not there for the last one, and would
+// otherwise wait up to observe.RefreshInterval to learn who leads.
+func (n *Node) greet(now protocols.Time, name string) {
+	if n.obs.announcer == nil || n.obs.voters[name] || n.currentVoter(now, name) {
+		return
+	}
+	n.obs.announcer.Hasten(now, newcomerGap)
 }
 
 // fastPath reports whether m goes over the transport (observe.FastPath).

@@ -166,6 +166,8 @@ type Announcer struct {
 	leading  bool
 	cur      Announcement
 	due      protocols.Time
+	// last is when Due last returned an announcement.
+	last protocols.Time
 }
 
 // NewAnnouncer returns the announcer of member self, re-announcing every
@@ -203,8 +205,23 @@ func (an *Announcer) Due(now protocols.Time) (Announcement, bool) {
 		return Announcement{}, false
 	}
 	an.cur.Seq++
+	an.last = now
 	an.due = now.Add(an.interval)
 	return an.cur, true
+}
+
+// Hasten brings the next announcement forward to now, or to minGap after
+// the last one when that is later, so a member that appeared after this
+// leader announced itself does not wait out the interval to learn of it,
+// and a fleet joining at once costs at most one announcement per minGap.
+func (an *Announcer) Hasten(now protocols.Time, minGap time.Duration) {
+	if !an.leading {
+		return
+	}
+	at := max(now, an.last.Add(minGap))
+	if at < an.due {
+		an.due = at
+	}
 }
 
 // NextDeadline returns when Due will next return an announcement, and

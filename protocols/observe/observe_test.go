@@ -121,6 +121,45 @@ func TestAnnouncerAnnouncesOnChangeThenPeriodically(t *testing.T) {
 	}
 }
 
+// TestHastenBringsTheNextAnnouncementForward: a newcomer is told at once,
+// but not more often than minGap, and a node that does not lead is never
+// made to announce.
+func TestHastenBringsTheNextAnnouncementForward(t *testing.T) {
+	an := NewAnnouncer(4, 2*time.Second)
+	an.Hasten(at(0), 100*time.Millisecond)
+	if _, ok := an.Due(at(0)); ok {
+		t.Fatal("a node that does not lead announced")
+	}
+	leader := protocols.Status{Role: protocols.Leader, Leader: 4, Epoch: 4, Term: 4}
+	an.Observe(at(0), leader)
+	if a, ok := an.Due(at(0)); !ok || a.Seq != 1 {
+		t.Fatalf("on taking the lead: %+v %v", a, ok)
+	}
+	// 50 ms after the last announcement: not before 100 ms.
+	an.Hasten(at(50), 100*time.Millisecond)
+	if d, _ := an.NextDeadline(); d != at(100) {
+		t.Fatalf("hastened at 50 ms to %v, want 100 ms", d)
+	}
+	if a, ok := an.Due(at(100)); !ok || a.Seq != 2 {
+		t.Fatalf("hastened announcement %+v %v", a, ok)
+	}
+	// Long after: at once; then the interval runs from there.
+	an.Hasten(at(900), 100*time.Millisecond)
+	if a, ok := an.Due(at(900)); !ok || a.Seq != 3 {
+		t.Fatalf("hastened announcement %+v %v", a, ok)
+	}
+	if d, _ := an.NextDeadline(); d != at(2900) {
+		t.Fatalf("next refresh %v, want 2.9 s", d)
+	}
+	// Two newcomers in a row: the second does not bring forward what the
+	// first already brought forward.
+	an.Hasten(at(950), 100*time.Millisecond)
+	an.Hasten(at(960), 100*time.Millisecond)
+	if d, _ := an.NextDeadline(); d != at(1000) {
+		t.Fatalf("hastened twice to %v, want 1 s (100 ms after the last)", d)
+	}
+}
+
 func TestFastPathKeepsHeartbeatsForVoters(t *testing.T) {
 	hb := protocols.Message{Kind: protocols.MsgHeartbeat}
 	if !FastPath(hb, true) || FastPath(hb, false) {
