@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -36,36 +36,7 @@ func TestMismatchedVoterLists(t *testing.T) {
 
 	// Every host's status is polled throughout; two hosts saying
 	// role=leader for one epoch fail the test.
-	var (
-		mu      sync.Mutex
-		leaders = map[uint64]string{}
-		twice   string
-		stop    = make(chan struct{})
-		done    = make(chan struct{})
-	)
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-			for _, h := range c.hosts {
-				st, err := h.status()
-				if err != nil || st.Role != api.RoleLeader {
-					continue
-				}
-				mu.Lock()
-				if prev, ok := leaders[st.Epoch]; ok && prev != st.Node && twice == "" {
-					twice = fmt.Sprintf("%s and %s both led epoch %d", prev, st.Node, st.Epoch)
-				}
-				leaders[st.Epoch] = st.Node
-				mu.Unlock()
-			}
-		}
-	}()
-
+	w := c.watch()
 	c.startAll()
 	// n1 is the gossip seed, so it starts alone and, a sole voter, forms
 	// its own cluster at once; n2 and n3 then meet a formed cluster that
@@ -131,12 +102,140 @@ func TestMismatchedVoterLists(t *testing.T) {
 	}
 	leader, epoch := c.waitAgreement(0)
 	t.Logf("after adding n2 and n3 on n1: %s leads epoch %d", leader, epoch)
-	close(stop)
-	<-done
-	mu.Lock()
-	defer mu.Unlock()
-	if twice != "" {
-		t.Fatal(twice)
+	w.finish(t)
+}
+
+// waitVoters waits until every host in hs holds the committed voter set
+// want (sorted), at one configuration index above minIndex, with no change
+// pending, and counts that many voters in its status; it returns the
+// index.
+func waitVoters(t testing.TB, hs []*host, minIndex uint64, want ...string) uint64 {
+	t.Helper()
+	var index uint64
+	waitFor(t, fmt.Sprintf("every host to hold voters %v", want), func() (bool, string) {
+		var desc strings.Builder
+		ok := true
+		index = 0
+		for _, h := range hs {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			v, err := h.c.Voters(ctx)
+			cancel()
+			if err != nil {
+				fmt.Fprintf(&desc, "%s: %v; ", h.name, err)
+				ok = false
+				continue
+			}
+			st, err := h.status()
+			if err != nil {
+				fmt.Fprintf(&desc, "%s: %v; ", h.name, err)
+				ok = false
+				continue
+			}
+			fmt.Fprintf(&desc, "%s: voters %v index %d pending %v, status %d voters role %s; ", h.name, v.Voters, v.Index, v.Pending, st.Quorum.Voters, st.Role)
+			if index == 0 {
+				index = v.Index
+			}
+			if !slices.Equal(v.Voters, want) || v.Index != index || v.Index <= minIndex || v.Pending != nil || st.Quorum.Voters != len(want) {
+				ok = false
+			}
+		}
+		return ok, desc.String()
+	})
+	return index
+}
+
+// TestVoterChangesAcrossHosts changes the voter set at run time on
+// namespaced hosts: n1–n3 vote, n4 observes. `agent voters add n4` runs
+// on a follower's host, so the follower forwards it across the LAN to the
+// leader; every host must then hold the same four voters. SIGKILL of the
+// leader leaves 3 of 4, who must elect; `agent voters remove` of the dead
+// host, run on n4's host, must reach every survivor.
+func TestVoterChangesAcrossHosts(t *testing.T) {
+	c := newCluster(t, 4, "majority")
+	c.voters = []string{"n1", "n2", "n3"}
+	for _, h := range c.hosts {
+		c.configure(h, h.id)
 	}
-	t.Logf("leaders by epoch: %v", leaders)
+	w := c.watch()
+	c.startAll()
+	leader, epoch := c.waitAgreement(0)
+	n4 := c.host("n4")
+	if st, err := n4.status(); err != nil || st.Role != api.RoleObserver {
+		t.Fatalf("n4 before the change: role %q, %v; want an observer", st.Role, err)
+	}
+	index := waitVoters(t, c.hosts, 0, "n1", "n2", "n3")
+	var follower *host
+	for _, h := range c.hosts[:3] {
+		if h.name != leader {
+			follower = h
+			break
+		}
+	}
+	t.Logf("%s leads epoch %d; voters n1 n2 n3 at index %d; adding n4 from %s", leader, epoch, index, follower.name)
+
+	asked := time.Now()
+	var out string
+	waitFor(t, "agent voters add n4 on "+follower.name, func() (bool, string) {
+		var err error
+		out, err = c.cli(follower, "voters", "add", "n4")
+		if err != nil {
+			t.Logf("%v", err)
+			return false, err.Error()
+		}
+		return true, ""
+	})
+	t.Logf("agent voters add n4 on %s, %v: %s", follower.name, time.Since(asked).Round(time.Millisecond), strings.TrimSpace(out))
+	index = waitVoters(t, c.hosts, index, "n1", "n2", "n3", "n4")
+	t.Logf("every host holds voters n1 n2 n3 n4 at index %d, %v after the command", index, time.Since(asked).Round(time.Millisecond))
+	if st, err := n4.status(); err != nil || st.Role == api.RoleObserver {
+		t.Errorf("n4 after the change: role %q, %v; want a voter", st.Role, err)
+	}
+
+	// Kill the leader: 3 of the 4 voters remain, a majority.
+	leader, _, _ = c.leaderNotIn(c.hosts, time.Now())
+	dead := c.host(leader)
+	killed := time.Now()
+	c.kill(dead)
+	next, epoch, took := c.leaderNotIn(c.live(), killed, dead.name)
+	t.Logf("SIGKILL of %s: %s leads epoch %d, agreed by the 3 survivors %v later", dead.name, next, epoch, took.Round(time.Millisecond))
+
+	// Remove the dead host, from the observer that became a voter (or,
+	// had it led and been killed, from a survivor).
+	from := n4
+	if dead == n4 {
+		from = c.host(next)
+	}
+	var survivors []string
+	for _, h := range c.live() {
+		survivors = append(survivors, h.name)
+	}
+	asked = time.Now()
+	waitFor(t, "agent voters remove "+dead.name+" on "+from.name, func() (bool, string) {
+		var err error
+		out, err = c.cli(from, "voters", "remove", dead.name)
+		if err != nil {
+			t.Logf("%v", err)
+			return false, err.Error()
+		}
+		return true, ""
+	})
+	t.Logf("agent voters remove %s on %s, %v: %s", dead.name, from.name, time.Since(asked).Round(time.Millisecond), strings.TrimSpace(out))
+	index = waitVoters(t, c.live(), index, survivors...)
+	t.Logf("every survivor holds voters %v at index %d, %v after the command", survivors, index, time.Since(asked).Round(time.Millisecond))
+	waitFor(t, "every survivor to reach 3 of 3 voters", func() (bool, string) {
+		var desc strings.Builder
+		ok := true
+		for _, h := range c.live() {
+			st, err := h.status()
+			if err != nil {
+				return false, err.Error()
+			}
+			fmt.Fprintf(&desc, "%s: quorum %+v; ", h.name, st.Quorum)
+			ok = ok && st.Quorum.Voters == 3 && st.Quorum.Reachable == 3 && st.Quorum.Healthy
+		}
+		return ok, desc.String()
+	})
+	leader, epoch = c.waitAgreement(0)
+	t.Logf("%s leads epoch %d over the 3 survivors", leader, epoch)
+	w.finish(t)
 }
