@@ -383,54 +383,61 @@ func (c *cluster) newLeader(hs []*host, old string, since time.Time) (string, ti
 	return "", 0
 }
 
-// watcher polls every host's status from the start of watch until stop,
-// and keeps the first thing it saw that must never happen: two hosts
-// leading one epoch, or a host saying it leads while its health is not
-// passing and it does not say that no healthy voter can take over.
+// watcher follows every host's watch stream (every status the agent
+// publishes, not a sample) from the start of watch until stop, and keeps
+// the first thing it saw that must never happen: two hosts leading one
+// epoch, or a host saying it leads while its health is not passing and it
+// does not say that no healthy voter can take over.
 type watcher struct {
 	mu      sync.Mutex
 	leaders map[uint64]string // epoch → the host that led it
 	bad     string            // the first violation, or ""
-	stuck   map[string]int    // polls of each host leading unhealthy with no healthy candidate
-	stop    chan struct{}
-	done    chan struct{}
-	once    sync.Once
+	stuck   map[string]int    // statuses of each host leading unhealthy with no healthy candidate
+	seen    int               // statuses seen
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 }
 
 // watch starts a watcher. It reads only the hosts' clients, which never
-// change, so it may run while the test starts and kills agents.
+// change, so it may run while the test starts and kills agents: a stream
+// that ends (its agent was killed or is not up yet) is opened again, and
+// its first status is the agent's current one.
 func (c *cluster) watch() *watcher {
-	w := &watcher{leaders: map[uint64]string{}, stuck: map[string]int{}, stop: make(chan struct{}), done: make(chan struct{})}
-	hosts := slices.Clone(c.hosts)
-	c.t.Cleanup(w.halt) // a test that fails early leaves no poller behind
-	go func() {
-		defer close(w.done)
-		for {
-			stopped := false
-			select {
-			case <-w.stop:
-				stopped = true // one last look, so the end is seen too
-			case <-time.After(20 * time.Millisecond):
-			}
-			for _, h := range hosts {
-				if st, err := h.status(); err == nil {
-					w.see(st)
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &watcher{leaders: map[uint64]string{}, stuck: map[string]int{}, cancel: cancel}
+	for _, h := range c.hosts {
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			for ctx.Err() == nil {
+				if s, err := h.c.Watch(ctx); err == nil {
+					for {
+						st, err := s.Next()
+						if err != nil {
+							break
+						}
+						w.see(st)
+					}
+					s.Close()
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(20 * time.Millisecond):
 				}
 			}
-			if stopped {
-				return
-			}
-		}
-	}()
+		}()
+	}
+	c.t.Cleanup(w.halt) // a test that fails early leaves no goroutine behind
 	return w
 }
 
 func (w *watcher) see(st api.Status) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen++
 	if st.Role != api.RoleLeader {
 		return
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	if prev, ok := w.leaders[st.Epoch]; ok && prev != st.Node && w.bad == "" {
 		w.bad = fmt.Sprintf("%s and %s both led epoch %d", prev, st.Node, st.Epoch)
 	}
@@ -445,8 +452,8 @@ func (w *watcher) see(st api.Status) {
 }
 
 func (w *watcher) halt() {
-	w.once.Do(func() { close(w.stop) })
-	<-w.done
+	w.cancel()
+	w.wg.Wait()
 }
 
 // finish stops the watcher, logs what it saw, and fails the test on a
@@ -456,9 +463,9 @@ func (w *watcher) finish(t testing.TB) {
 	w.halt()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	t.Logf("leaders by epoch: %v", w.leaders)
+	t.Logf("leaders by epoch: %v (from %d statuses watched)", w.leaders, w.seen)
 	if len(w.stuck) > 0 {
-		t.Logf("polls in which a host led unhealthy because no healthy voter could take over: %v", w.stuck)
+		t.Logf("statuses in which a host led unhealthy because no healthy voter could take over: %v", w.stuck)
 	}
 	if w.bad != "" {
 		t.Fatal(w.bad)
