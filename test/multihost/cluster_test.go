@@ -394,6 +394,7 @@ type watcher struct {
 	bad     string            // the first violation, or ""
 	stuck   map[string]int    // statuses of each host leading unhealthy with no healthy candidate
 	seen    int               // statuses seen
+	told    bool              // finish reported bad
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 }
@@ -427,7 +428,16 @@ func (c *cluster) watch() *watcher {
 			}
 		}()
 	}
-	c.t.Cleanup(w.halt) // a test that fails early leaves no goroutine behind
+	// A test that fails before finish leaves no goroutine behind and
+	// still hears what the watcher saw.
+	c.t.Cleanup(func() {
+		w.halt()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.bad != "" && !w.told {
+			c.t.Errorf("watcher: %s", w.bad)
+		}
+	})
 	return w
 }
 
@@ -468,6 +478,7 @@ func (w *watcher) finish(t testing.TB) {
 		t.Logf("statuses in which a host led unhealthy because no healthy voter could take over: %v", w.stuck)
 	}
 	if w.bad != "" {
+		w.told = true
 		t.Fatal(w.bad)
 	}
 }
