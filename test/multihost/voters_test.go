@@ -2,6 +2,7 @@ package multihost
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -144,6 +145,27 @@ func waitVoters(t testing.TB, hs []*host, minIndex uint64, want ...string) uint6
 	return index
 }
 
+// changeVoters runs `agent voters -json add|remove NAME` on h's host until
+// it succeeds (an answer such as "no leader" or "not reachable" is logged
+// and retried, as docs/operations-voters.md tells an operator to), and
+// returns the configuration it answered with.
+func (c *cluster) changeVoters(h *host, op, name string) api.Voters {
+	c.t.Helper()
+	var v api.Voters
+	waitFor(c.t, "agent voters "+op+" "+name+" on "+h.name, func() (bool, string) {
+		out, err := c.cli(h, "voters", "-json", op, name)
+		if err != nil {
+			c.t.Logf("%v", err)
+			return false, err.Error()
+		}
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			c.t.Fatalf("agent voters -json %s %s on %s: %v\n%s", op, name, h.name, err, out)
+		}
+		return true, ""
+	})
+	return v
+}
+
 // TestVoterChangesAcrossHosts changes the voter set at run time on
 // namespaced hosts: n1–n3 vote, n4 observes. `agent voters add n4` runs
 // on a follower's host, so the follower forwards it across the LAN to the
@@ -174,17 +196,11 @@ func TestVoterChangesAcrossHosts(t *testing.T) {
 	t.Logf("%s leads epoch %d; voters n1 n2 n3 at index %d; adding n4 from %s", leader, epoch, index, follower.name)
 
 	asked := time.Now()
-	var out string
-	waitFor(t, "agent voters add n4 on "+follower.name, func() (bool, string) {
-		var err error
-		out, err = c.cli(follower, "voters", "add", "n4")
-		if err != nil {
-			t.Logf("%v", err)
-			return false, err.Error()
-		}
-		return true, ""
-	})
-	t.Logf("agent voters add n4 on %s, %v: %s", follower.name, time.Since(asked).Round(time.Millisecond), strings.TrimSpace(out))
+	v := c.changeVoters(follower, "add", "n4")
+	t.Logf("agent voters add n4 on %s, %v: voters %v (index %d, term %d), taken by %s", follower.name, time.Since(asked).Round(time.Millisecond), v.Voters, v.Index, v.Term, v.Leader)
+	if v.Leader == "" || v.Leader == follower.name {
+		t.Errorf("the change was taken by %q: not forwarded from the follower %s to a leader", v.Leader, follower.name)
+	}
 	index = waitVoters(t, c.hosts, index, "n1", "n2", "n3", "n4")
 	t.Logf("every host holds voters n1 n2 n3 n4 at index %d, %v after the command", index, time.Since(asked).Round(time.Millisecond))
 	if st, err := n4.status(); err != nil || st.Role == api.RoleObserver {
@@ -210,16 +226,11 @@ func TestVoterChangesAcrossHosts(t *testing.T) {
 		survivors = append(survivors, h.name)
 	}
 	asked = time.Now()
-	waitFor(t, "agent voters remove "+dead.name+" on "+from.name, func() (bool, string) {
-		var err error
-		out, err = c.cli(from, "voters", "remove", dead.name)
-		if err != nil {
-			t.Logf("%v", err)
-			return false, err.Error()
-		}
-		return true, ""
-	})
-	t.Logf("agent voters remove %s on %s, %v: %s", dead.name, from.name, time.Since(asked).Round(time.Millisecond), strings.TrimSpace(out))
+	v = c.changeVoters(from, "remove", dead.name)
+	t.Logf("agent voters remove %s on %s, %v: voters %v (index %d, term %d), taken by %s", dead.name, from.name, time.Since(asked).Round(time.Millisecond), v.Voters, v.Index, v.Term, v.Leader)
+	if v.Leader == "" || v.Leader == dead.name {
+		t.Errorf("the change was taken by %q, want a live leader", v.Leader)
+	}
 	index = waitVoters(t, c.live(), index, survivors...)
 	t.Logf("every survivor holds voters %v at index %d, %v after the command", survivors, index, time.Since(asked).Round(time.Millisecond))
 	waitFor(t, "every survivor to reach 3 of 3 voters", func() (bool, string) {
