@@ -78,14 +78,14 @@ func TestHealthAcrossHosts(t *testing.T) {
 	waitHealth(t, c.host(first), api.HealthFailing)
 
 	// Maintenance, by the CLI on the new leader's host.
+	maintOn := time.Now()
 	out, err := c.cli(c.host(second), "maint", "on", "-reason", "kernel upgrade")
 	if err != nil {
 		t.Fatal(err)
 	}
-	maintOn := time.Now()
 	t.Logf("agent maint on, on %s: %s", second, strings.TrimSpace(out))
 	third, epoch, took := c.leaderNotIn(c.hosts, maintOn, first, second)
-	t.Logf("%s in maintenance: %s leads epoch %d, agreed by all three %v later", second, third, epoch, took.Round(time.Millisecond))
+	t.Logf("%s in maintenance: %s leads epoch %d, agreed by all three %v after the command started", second, third, epoch, took.Round(time.Millisecond))
 	st := waitHealth(t, c.host(second), api.HealthMaintenance)
 	if st.Health.Maintenance == nil || st.Health.Maintenance.Reason != "kernel upgrade" {
 		t.Errorf("%s in maintenance without its reason: %+v", second, st.Health.Maintenance)
