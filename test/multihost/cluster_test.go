@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -42,6 +44,8 @@ type host struct {
 	cfgPath string
 	logPath string
 	c       *client.Client
+	// extra is appended to the config file: tables such as [[check]].
+	extra string
 
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -55,6 +59,9 @@ type cluster struct {
 	net   *netns.Net
 	hosts []*host
 	proto string
+	// voters is election.voters on every host; nil lists every host. The
+	// others join as observers.
+	voters []string
 }
 
 func newCluster(t testing.TB, n int, proto string) *cluster {
@@ -95,7 +102,9 @@ func (c *cluster) configure(h *host, id int) {
 	c.t.Helper()
 	var voters []string
 	for _, o := range c.net.Hosts() {
-		voters = append(voters, fmt.Sprintf("%q", o.Name))
+		if c.voters == nil || slices.Contains(c.voters, o.Name) {
+			voters = append(voters, fmt.Sprintf("%q", o.Name))
+		}
 	}
 	join := "[]"
 	if h.name != "n1" {
@@ -117,7 +126,7 @@ voters = [%s]
 socket = %q
 [log]
 level = "debug"
-`, h.name, id, h.dir, gossipPort, join, transportPort, c.proto, strings.Join(voters, ", "), filepath.Join(h.dir, "agent.sock"))
+%s`, h.name, id, h.dir, gossipPort, join, transportPort, c.proto, strings.Join(voters, ", "), filepath.Join(h.dir, "agent.sock"), h.extra)
 	if err := os.WriteFile(h.cfgPath, []byte(cfg), 0o600); err != nil {
 		c.t.Fatal(err)
 	}
@@ -154,6 +163,21 @@ func (c *cluster) start(h *host) {
 		f.Close()
 		close(done)
 	}()
+}
+
+// cli runs the agent CLI (`agent ARGS`) inside h's namespace, as an
+// operator logged in on that host would, with $CONCLAVE_SOCKET naming h's
+// socket; it returns the combined output.
+func (c *cluster) cli(h *host, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	cmd := c.net.Command(ctx, h.name, append([]string{agentBin}, args...)...)
+	cmd.Env = append(os.Environ(), api.EnvSocket+"="+h.c.Socket())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("agent %s on %s: %w: %s", strings.Join(args, " "), h.name, err, out)
+	}
+	return string(out), nil
 }
 
 func (c *cluster) startAll() {
@@ -357,4 +381,148 @@ func (c *cluster) newLeader(hs []*host, old string, since time.Time) (string, ti
 	_, _, why := agreement(hs, 0)
 	c.t.Fatalf("no new leader after %s within %v: %s", old, waitLimit, why)
 	return "", 0
+}
+
+// watcher follows every host's watch stream (every status the agent
+// publishes, not a sample) from the start of watch until stop, and keeps
+// the first thing it saw that must never happen: two hosts leading one
+// epoch, or a host saying it leads while its health is not passing and it
+// does not say that no healthy voter can take over.
+type watcher struct {
+	mu      sync.Mutex
+	leaders map[uint64]string // epoch → the host that led it
+	bad     string            // the first violation, or ""
+	stuck   map[string]int    // statuses of each host leading unhealthy with no healthy candidate
+	seen    int               // statuses seen
+	told    bool              // finish reported bad
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// watch starts a watcher. It reads only the hosts' clients, which never
+// change, so it may run while the test starts and kills agents: a stream
+// that ends (its agent was killed or is not up yet) is opened again, and
+// its first status is the agent's current one.
+func (c *cluster) watch() *watcher {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &watcher{leaders: map[uint64]string{}, stuck: map[string]int{}, cancel: cancel}
+	for _, h := range c.hosts {
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			for ctx.Err() == nil {
+				if s, err := h.c.Watch(ctx); err == nil {
+					for {
+						st, err := s.Next()
+						if err != nil {
+							break
+						}
+						w.see(st)
+					}
+					s.Close()
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+		}()
+	}
+	// A test that fails before finish leaves no goroutine behind and
+	// still hears what the watcher saw.
+	c.t.Cleanup(func() {
+		w.halt()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.bad != "" && !w.told {
+			c.t.Errorf("watcher: %s", w.bad)
+		}
+	})
+	return w
+}
+
+func (w *watcher) see(st api.Status) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen++
+	if st.Role != api.RoleLeader {
+		return
+	}
+	if prev, ok := w.leaders[st.Epoch]; ok && prev != st.Node && w.bad == "" {
+		w.bad = fmt.Sprintf("%s and %s both led epoch %d", prev, st.Node, st.Epoch)
+	}
+	w.leaders[st.Epoch] = st.Node
+	if hr := st.Health; hr != nil && hr.Status != api.HealthPassing {
+		if hr.NoHealthyCandidate {
+			w.stuck[st.Node]++
+		} else if w.bad == "" {
+			w.bad = fmt.Sprintf("%s reported itself leader of epoch %d while its health was %s", st.Node, st.Epoch, hr.Status)
+		}
+	}
+}
+
+func (w *watcher) halt() {
+	w.cancel()
+	w.wg.Wait()
+}
+
+// finish stops the watcher, logs what it saw, and fails the test on a
+// violation.
+func (w *watcher) finish(t testing.TB) {
+	t.Helper()
+	w.halt()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t.Logf("leaders by epoch: %v (from %d statuses watched)", w.leaders, w.seen)
+	if len(w.stuck) > 0 {
+		t.Logf("statuses in which a host led unhealthy because no healthy voter could take over: %v", w.stuck)
+	}
+	if w.bad != "" {
+		w.told = true
+		t.Fatal(w.bad)
+	}
+}
+
+// leaderNotIn polls hs until every one of them names the same leader,
+// not one of avoid, in the same epoch, and that leader (one of hs) says
+// it leads. Unlike agreement it does not wait for gossip to count a
+// killed host out. It returns the leader, its epoch and the time from
+// since.
+func (c *cluster) leaderNotIn(hs []*host, since time.Time, avoid ...string) (string, uint64, time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	var desc strings.Builder
+	for time.Now().Before(deadline) {
+		desc.Reset()
+		var (
+			leader string
+			epoch  uint64
+			ok     = true
+			leads  = false
+		)
+		for i, h := range hs {
+			st, err := h.status()
+			if err != nil {
+				fmt.Fprintf(&desc, "%s: %v; ", h.name, err)
+				ok = false
+				continue
+			}
+			fmt.Fprintf(&desc, "%s: role=%s leader=%q epoch=%d; ", h.name, st.Role, st.Leader, st.Epoch)
+			if i == 0 {
+				leader, epoch = st.Leader, st.Epoch
+			}
+			if st.Leader == "" || st.Leader != leader || st.Epoch != epoch || slices.Contains(avoid, st.Leader) {
+				ok = false
+			}
+			if st.Node == st.Leader && st.Role == api.RoleLeader {
+				leads = true
+			}
+		}
+		if ok && leads {
+			return leader, epoch, time.Since(since)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c.t.Fatalf("no leader other than %v agreed by %d hosts within %v: %s", avoid, len(hs), waitLimit, desc.String())
+	return "", 0, 0
 }

@@ -2,11 +2,12 @@ package multihost
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -36,36 +37,7 @@ func TestMismatchedVoterLists(t *testing.T) {
 
 	// Every host's status is polled throughout; two hosts saying
 	// role=leader for one epoch fail the test.
-	var (
-		mu      sync.Mutex
-		leaders = map[uint64]string{}
-		twice   string
-		stop    = make(chan struct{})
-		done    = make(chan struct{})
-	)
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-			for _, h := range c.hosts {
-				st, err := h.status()
-				if err != nil || st.Role != api.RoleLeader {
-					continue
-				}
-				mu.Lock()
-				if prev, ok := leaders[st.Epoch]; ok && prev != st.Node && twice == "" {
-					twice = fmt.Sprintf("%s and %s both led epoch %d", prev, st.Node, st.Epoch)
-				}
-				leaders[st.Epoch] = st.Node
-				mu.Unlock()
-			}
-		}
-	}()
-
+	w := c.watch()
 	c.startAll()
 	// n1 is the gossip seed, so it starts alone and, a sole voter, forms
 	// its own cluster at once; n2 and n3 then meet a formed cluster that
@@ -120,23 +92,167 @@ func TestMismatchedVoterLists(t *testing.T) {
 		}
 	}
 	// The way out the problem line names: n1's cluster adds the others,
-	// from n1's socket (n1 leads; the others wait to be added).
+	// from n1's socket (n1 leads; the others wait to be added). When n1
+	// met the longer list first and joined the others' cluster, they are
+	// voters already and there is nothing to add.
 	for _, name := range []string{"n2", "n3"} {
 		waitFor(t, "agent voters add "+name+" on n1", func() (bool, string) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
+			if v, err := n1.c.Voters(ctx); err == nil && v.Pending == nil && slices.Contains(v.Voters, name) {
+				t.Logf("%s is a voter already on n1: %v (index %d)", name, v.Voters, v.Index)
+				return true, ""
+			}
 			out, err := exec.CommandContext(ctx, agentBin, "voters", "-socket", n1.c.Socket(), "add", name).CombinedOutput()
 			return err == nil, string(out)
 		})
 	}
 	leader, epoch := c.waitAgreement(0)
 	t.Logf("after adding n2 and n3 on n1: %s leads epoch %d", leader, epoch)
-	close(stop)
-	<-done
-	mu.Lock()
-	defer mu.Unlock()
-	if twice != "" {
-		t.Fatal(twice)
+	w.finish(t)
+}
+
+// waitVoters waits until every host in hs holds the committed voter set
+// want (sorted), at one configuration index above minIndex, with no change
+// pending, and counts that many voters in its status; it returns the
+// index.
+func waitVoters(t testing.TB, hs []*host, minIndex uint64, want ...string) uint64 {
+	t.Helper()
+	var index uint64
+	waitFor(t, fmt.Sprintf("every host to hold voters %v", want), func() (bool, string) {
+		var desc strings.Builder
+		ok := true
+		index = 0
+		for _, h := range hs {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			v, err := h.c.Voters(ctx)
+			cancel()
+			if err != nil {
+				fmt.Fprintf(&desc, "%s: %v; ", h.name, err)
+				ok = false
+				continue
+			}
+			st, err := h.status()
+			if err != nil {
+				fmt.Fprintf(&desc, "%s: %v; ", h.name, err)
+				ok = false
+				continue
+			}
+			fmt.Fprintf(&desc, "%s: voters %v index %d pending %v, status %d voters role %s; ", h.name, v.Voters, v.Index, v.Pending, st.Quorum.Voters, st.Role)
+			if index == 0 {
+				index = v.Index
+			}
+			if !slices.Equal(v.Voters, want) || v.Index != index || v.Index <= minIndex || v.Pending != nil || st.Quorum.Voters != len(want) {
+				ok = false
+			}
+		}
+		return ok, desc.String()
+	})
+	return index
+}
+
+// changeVoters runs `agent voters -json add|remove NAME` on h's host until
+// it succeeds (an answer such as "no leader" or "not reachable" is logged
+// and retried, as docs/operations-voters.md tells an operator to), and
+// returns the configuration it answered with.
+func (c *cluster) changeVoters(h *host, op, name string) api.Voters {
+	c.t.Helper()
+	var v api.Voters
+	waitFor(c.t, "agent voters "+op+" "+name+" on "+h.name, func() (bool, string) {
+		out, err := c.cli(h, "voters", "-json", op, name)
+		if err != nil {
+			c.t.Logf("%v", err)
+			return false, err.Error()
+		}
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			c.t.Fatalf("agent voters -json %s %s on %s: %v\n%s", op, name, h.name, err, out)
+		}
+		return true, ""
+	})
+	return v
+}
+
+// TestVoterChangesAcrossHosts changes the voter set at run time on
+// namespaced hosts: n1–n3 vote, n4 observes. `agent voters add n4` runs
+// on a follower's host, so the follower forwards it across the LAN to the
+// leader; every host must then hold the same four voters. SIGKILL of the
+// leader leaves 3 of 4, who must elect; `agent voters remove` of the dead
+// host, run on n4's host, must reach every survivor.
+func TestVoterChangesAcrossHosts(t *testing.T) {
+	c := newCluster(t, 4, "majority")
+	c.voters = []string{"n1", "n2", "n3"}
+	for _, h := range c.hosts {
+		c.configure(h, h.id)
 	}
-	t.Logf("leaders by epoch: %v", leaders)
+	w := c.watch()
+	c.startAll()
+	leader, epoch := c.waitAgreement(0)
+	n4 := c.host("n4")
+	if st, err := n4.status(); err != nil || st.Role != api.RoleObserver {
+		t.Fatalf("n4 before the change: role %q, %v; want an observer", st.Role, err)
+	}
+	index := waitVoters(t, c.hosts, 0, "n1", "n2", "n3")
+	var follower *host
+	for _, h := range c.hosts[:3] {
+		if h.name != leader {
+			follower = h
+			break
+		}
+	}
+	t.Logf("%s leads epoch %d; voters n1 n2 n3 at index %d; adding n4 from %s", leader, epoch, index, follower.name)
+
+	asked := time.Now()
+	v := c.changeVoters(follower, "add", "n4")
+	t.Logf("agent voters add n4 on %s, %v: voters %v (index %d, term %d), taken by %s", follower.name, time.Since(asked).Round(time.Millisecond), v.Voters, v.Index, v.Term, v.Leader)
+	if v.Leader == "" || v.Leader == follower.name {
+		t.Errorf("the change was taken by %q: not forwarded from the follower %s to a leader", v.Leader, follower.name)
+	}
+	index = waitVoters(t, c.hosts, index, "n1", "n2", "n3", "n4")
+	t.Logf("every host holds voters n1 n2 n3 n4 at index %d, %v after the command", index, time.Since(asked).Round(time.Millisecond))
+	if st, err := n4.status(); err != nil || st.Role == api.RoleObserver {
+		t.Errorf("n4 after the change: role %q, %v; want a voter", st.Role, err)
+	}
+
+	// Kill the leader: 3 of the 4 voters remain, a majority.
+	leader, _, _ = c.leaderNotIn(c.hosts, time.Now())
+	dead := c.host(leader)
+	killed := time.Now()
+	c.kill(dead)
+	next, epoch, took := c.leaderNotIn(c.live(), killed, dead.name)
+	t.Logf("SIGKILL of %s: %s leads epoch %d, agreed by the 3 survivors %v later", dead.name, next, epoch, took.Round(time.Millisecond))
+
+	// Remove the dead host, from the observer that became a voter (or,
+	// had it led and been killed, from a survivor).
+	from := n4
+	if dead == n4 {
+		from = c.host(next)
+	}
+	var survivors []string
+	for _, h := range c.live() {
+		survivors = append(survivors, h.name)
+	}
+	asked = time.Now()
+	v = c.changeVoters(from, "remove", dead.name)
+	t.Logf("agent voters remove %s on %s, %v: voters %v (index %d, term %d), taken by %s", dead.name, from.name, time.Since(asked).Round(time.Millisecond), v.Voters, v.Index, v.Term, v.Leader)
+	if v.Leader == "" || v.Leader == dead.name {
+		t.Errorf("the change was taken by %q, want a live leader", v.Leader)
+	}
+	index = waitVoters(t, c.live(), index, survivors...)
+	t.Logf("every survivor holds voters %v at index %d, %v after the command", survivors, index, time.Since(asked).Round(time.Millisecond))
+	waitFor(t, "every survivor to reach 3 of 3 voters", func() (bool, string) {
+		var desc strings.Builder
+		ok := true
+		for _, h := range c.live() {
+			st, err := h.status()
+			if err != nil {
+				return false, err.Error()
+			}
+			fmt.Fprintf(&desc, "%s: quorum %+v; ", h.name, st.Quorum)
+			ok = ok && st.Quorum.Voters == 3 && st.Quorum.Reachable == 3 && st.Quorum.Healthy
+		}
+		return ok, desc.String()
+	})
+	leader, epoch = c.waitAgreement(0)
+	t.Logf("%s leads epoch %d over the 3 survivors", leader, epoch)
+	w.finish(t)
 }
