@@ -45,6 +45,17 @@ type Config struct {
 	// heartbeats or COORDINATOR messages, sparing a second leadership change;
 	// it takes part again at the next election.
 	NoPreempt bool
+	// Candidacy is the node's candidacy at start: an ineligible node
+	// abstains until SetCandidacy says otherwise, and Priority ranks it,
+	// with its id, against the other members (whose priorities come with
+	// them in Members and MemberUp).
+	Candidacy protocols.Candidacy
+	// PreemptDelay is how long this node must have been up and eligible
+	// before it takes leadership from a lower-ranked leader that is alive
+	// (docs/bully-ring.md); until then it follows that leader. Zero
+	// preempts at once. Elections held because no leader is alive are
+	// never delayed.
+	PreemptDelay time.Duration
 	// HardState is the state persisted by the last run (zero on first
 	// start); only Epoch is used, Term and Vote pass through unchanged.
 	HardState protocols.HardState
@@ -59,7 +70,11 @@ type Config struct {
 
 // Validate reports every problem of c at once.
 func (c Config) Validate() error {
-	return errors.Join(highest.CheckConfig("bully", c.ID, c.Members, c.HardState, c.HeartbeatInterval, c.ElectionTimeout)...)
+	errs := highest.CheckConfig("bully", c.ID, c.Members, c.HardState, c.HeartbeatInterval, c.ElectionTimeout)
+	if c.PreemptDelay < 0 {
+		errs = append(errs, errors.New("bully: preempt delay must not be negative"))
+	}
+	return errors.Join(errs...)
 }
 
 func (c Config) durations() (hb, et time.Duration) {

@@ -50,6 +50,17 @@ type Config struct {
 	// when empty) or AlgHS (Hirschberg-Sinclair). Every member must use the
 	// same one.
 	Algorithm string
+	// Candidacy is the node's candidacy at start: an ineligible node
+	// abstains until SetCandidacy says otherwise, and Priority ranks it,
+	// with its id, against the other members (whose priorities come with
+	// them in Members and MemberUp).
+	Candidacy protocols.Candidacy
+	// PreemptDelay is how long this node must have been up and eligible
+	// before it takes leadership from a lower-ranked leader that is alive
+	// (docs/bully-ring.md); until then it follows that leader. Zero
+	// preempts at once. Elections held because no leader is alive are
+	// never delayed.
+	PreemptDelay time.Duration
 	// HardState is the state persisted by the last run (zero on first
 	// start); only Epoch is used, Term and Vote pass through unchanged.
 	HardState protocols.HardState
@@ -67,6 +78,9 @@ func (c Config) Validate() error {
 	errs := highest.CheckConfig("ring", c.ID, c.Members, c.HardState, c.HeartbeatInterval, c.ElectionTimeout)
 	if c.Algorithm != "" && c.Algorithm != AlgLCR && c.Algorithm != AlgHS {
 		errs = append(errs, fmt.Errorf("ring: algorithm %q must be %q or %q", c.Algorithm, AlgLCR, AlgHS))
+	}
+	if c.PreemptDelay < 0 {
+		errs = append(errs, errors.New("ring: preempt delay must not be negative"))
 	}
 	return errors.Join(errs...)
 }
