@@ -102,6 +102,7 @@ func New(cfg Config) (*Node, error) {
 		ineligible: cfg.Candidacy.Ineligible,
 	}
 	n.members.SetPriority(cfg.ID, cfg.Candidacy.Priority)
+	n.members.IDsOnly = cfg.Unsafe.IDsOnly
 	if n.log == nil {
 		n.log = protocols.NopLogger{}
 	}
@@ -346,11 +347,24 @@ func (n *Node) Tick(now protocols.Time) {
 	case stAwaiting, stFollower:
 		// The higher node that said OK never announced itself, or the
 		// coordinator went silent, or our abstention ended without one.
+		if n.st == stFollower && n.leader == protocols.None && n.preempt && n.waitsForLeader() {
+			n.resetFollowerTimer()
+			return
+		}
 		n.startElection(n.excluded)
 		if n.st == stFollower {
 			n.resetFollowerTimer()
 		}
 	}
+}
+
+// waitsForLeader: a follower that has heard of no coordinator and is not
+// yet stable waits for one rather than campaign while a live member below
+// it can start the election (highest.WaitsForLeader). Without it a
+// restarted preferred node took leadership at once, before its delay,
+// when the coordinator's heartbeats had not reached it yet.
+func (n *Node) waitsForLeader() bool {
+	return highest.WaitsForLeader(n.members, n.id, n.stable, n.now)
 }
 
 // NextDeadline implements protocols.Deadliner; it mirrors Tick, so both
@@ -468,7 +482,7 @@ func (n *Node) SetCandidacy(now protocols.Time, c protocols.Candidacy) {
 		// replaced it when it resigned on turning ineligible: once stable
 		// it takes leadership back if it ranks higher.
 		n.stable.Restart(now)
-		n.abstain.Campaigning()
+		n.abstain.Forgive()
 		return
 	}
 	switch n.st {

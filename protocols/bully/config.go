@@ -66,6 +66,18 @@ type Config struct {
 	Rand *rand.Rand
 	// Logger receives debug and info lines. Nil discards them.
 	Logger protocols.Logger
+	// Unsafe switches on deliberately broken behaviour. It exists only so
+	// that the simulator's tests can prove the checker catches it; never
+	// set it elsewhere.
+	Unsafe Unsafe
+}
+
+// Unsafe lists the deliberately broken variants used to prove the
+// simulator's checker.
+type Unsafe struct {
+	// IDsOnly ranks members by id alone, ignoring their priorities, as
+	// before priorities existed.
+	IDsOnly bool
 }
 
 // Validate reports every problem of c at once.

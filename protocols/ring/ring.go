@@ -123,6 +123,7 @@ func New(cfg Config) (*Node, error) {
 		ineligible: cfg.Candidacy.Ineligible,
 	}
 	n.members.SetPriority(cfg.ID, cfg.Candidacy.Priority)
+	n.members.IDsOnly = cfg.Unsafe.IDsOnly
 	if n.log == nil {
 		n.log = protocols.NopLogger{}
 	}
@@ -577,7 +578,14 @@ func (n *Node) Tick(now protocols.Time) {
 		return
 	}
 	if !n.participant && now >= n.deadline {
-		// The leader went silent, or none was ever heard of.
+		// The leader went silent, or none was ever heard of. A node that
+		// has heard of none and is not yet stable waits for one
+		// (highest.WaitsForLeader): a lower member starts the election
+		// if none leads.
+		if n.st == stFollower && n.leader == protocols.None && highest.WaitsForLeader(n.members, n.id, n.stable, now) {
+			n.resetTimer()
+			return
+		}
 		n.restart()
 	}
 }
@@ -707,7 +715,7 @@ func (n *Node) SetCandidacy(now protocols.Time, c protocols.Candidacy) {
 		// replaced it when it resigned on turning ineligible: once stable
 		// it takes leadership back if it ranks higher.
 		n.stable.Restart(now)
-		n.abstain.Campaigning()
+		n.abstain.Forgive()
 		return
 	}
 	switch n.st {

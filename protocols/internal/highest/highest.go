@@ -94,6 +94,9 @@ type member struct {
 // priority (protocols.Member.Priority, from gossip, refreshed by the
 // Priority its own messages carry) ranks it: Above compares (priority, id).
 type Roster struct {
+	// IDsOnly is the planted bug Unsafe.IDsOnly: Above compares ids only.
+	IDsOnly bool
+
 	self    protocols.ID
 	members map[protocols.ID]*member
 	ids     []protocols.ID
@@ -157,7 +160,7 @@ func (r *Roster) SetPriority(id protocols.ID, p uint8) bool {
 // priority and a higher id. Ids are unique, so two members never tie.
 func (r *Roster) Above(a, b protocols.ID) bool {
 	pa, pb := r.Priority(a), r.Priority(b)
-	if pa != pb {
+	if pa != pb && !r.IDsOnly {
 		return pa > pb
 	}
 	return a > b
@@ -296,12 +299,25 @@ func (e *Epochs) Admit(name string, m protocols.Message) error {
 type Abstention struct {
 	until   protocols.Time
 	yieldTo protocols.ID
+	// forgiven: the node spares no one after this abstention (Forgive).
+	forgiven bool
 }
 
 // Begin starts abstaining at now and returns when the abstention ends.
 func (a *Abstention) Begin(now protocols.Time, et time.Duration) protocols.Time {
 	a.until = now.Add(2 * et)
+	a.forgiven = false
 	return a.until
+}
+
+// Forgive ends the sparing, now and after the abstention in progress,
+// which still runs to its end: a node that resigned because it turned
+// ineligible, and is eligible again, stays out of the round it opened but
+// does not spare the leader that replaced it — it takes over once stable
+// for its preempt delay if it ranks higher.
+func (a *Abstention) Forgive() {
+	a.yieldTo = protocols.None
+	a.forgiven = true
 }
 
 // Active reports whether the node abstains at now.
@@ -311,7 +327,7 @@ func (a *Abstention) Active(now protocols.Time) bool { return now < a.until }
 // leader ranks below the node. A lower leader that replaced it while it
 // abstained is spared from now on, and the abstention ends.
 func (a *Abstention) Followed(now protocols.Time, lower bool, leader protocols.ID) {
-	if a.Active(now) && lower {
+	if a.Active(now) && lower && !a.forgiven {
 		a.yieldTo = leader
 	}
 	a.until = 0
@@ -362,3 +378,23 @@ func (s Stability) Stable(now protocols.Time) bool { return now >= s.At() }
 
 // Delay is the preempt delay.
 func (s Stability) Delay() time.Duration { return s.delay }
+
+// WaitsForLeader reports whether a follower self that has heard of no
+// leader should wait longer rather than start an election: it is not yet
+// stable (it may be a preferred node just restarted while a lower-ranked
+// leader leads, whose heartbeats reach it once gossip tells that leader
+// it is back), and a live member ranked below it will start an election
+// if no leader exists, which self, ranking higher, then wins. An election
+// so delayed — every member below self ineligible — waits at most the
+// preempt delay.
+func WaitsForLeader(r *Roster, self protocols.ID, s Stability, now protocols.Time) bool {
+	if s.Stable(now) {
+		return false
+	}
+	for _, id := range r.ids {
+		if id != self && r.Live(id) && r.Above(self, id) {
+			return true
+		}
+	}
+	return false
+}
