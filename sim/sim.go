@@ -443,6 +443,7 @@ func (r *run) drain(n *node) {
 			if m.Kind == protocols.MsgTimeoutNow {
 				r.transferSent(m)
 			}
+			r.handoverSent(n, m)
 			if m.Kind == protocols.MsgVoteResp && !m.Reject {
 				r.voted(n, m)
 				if r.armed >= 0 && r.crashNext < 0 && r.sched.Actions[r.armed].Target == TargetNextVoteGrant {
