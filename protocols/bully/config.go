@@ -23,8 +23,9 @@ const (
 
 // Config configures a Node.
 type Config struct {
-	// ID is this node's id: unique, non-zero and at most MaxID. Higher ids
-	// win elections.
+	// ID is this node's id: unique, non-zero and at most MaxID. Among
+	// members of equal priority (Candidacy.Priority) higher ids win
+	// elections.
 	ID protocols.ID
 	// Members lists the cluster, this node included (it is added when
 	// missing). Ids must be unique, non-zero and at most MaxID.

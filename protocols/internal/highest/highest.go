@@ -1,7 +1,9 @@
-// Package highest holds what bully and ring, the two highest-id elections,
-// keep alike: the members and the liveness verdicts on each, the resign
-// machinery (abstention), the highest epoch seen, the follower timeout and
-// the checks of their configuration and input. Each protocol keeps its own
+// Package highest holds what bully and ring, the two highest-rank
+// elections (rank: priority, then id), keep alike: the members with their
+// priorities and the liveness verdicts on each, the resign machinery
+// (abstention), the preempt_delay clock (Stability), the highest epoch
+// seen, the follower timeout and the checks of their configuration and
+// input. Each protocol keeps its own
 // algorithm; this package keeps one copy of the bookkeeping around it.
 //
 // Like protocols it is pure: no goroutines, I/O, clock reads or global
