@@ -121,6 +121,7 @@ func (p coreProto) Resign(now protocols.Time) error                    { return 
 func (p coreProto) HasReady() bool                                     { return false }
 func (p coreProto) Ready() protocols.Ready                             { return protocols.Ready{} }
 func (p coreProto) Advance(protocols.Ready)                            {}
+
 // SetCandidacy gives the core the health nemesis's candidacy, as the
 // agent's health glue does (core.Node.SetHealth).
 func (p coreProto) SetCandidacy(now protocols.Time, c protocols.Candidacy) {
