@@ -232,6 +232,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 			PeerID:       peerID,
 			PeerAddr:     peerAddr,
 			UserMeta:     userMeta(cfg),
+			Priority:     uint8(cfg.Node.Priority),
 			Logger:       lg.Named("gossip"),
 		})
 		if err != nil {

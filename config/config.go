@@ -153,7 +153,9 @@ type Election struct {
 	RingAlgorithm string `toml:"ring_algorithm"`
 	// PreemptDelay is how long a healthy, reachable voter of higher
 	// priority must have been up and stable before the leader hands
-	// leadership to it (majority). Default 5s.
+	// leadership to it (majority), and how long a bully or ring member of
+	// higher rank must have been up and eligible before it takes over from
+	// a live leader. Default 5s.
 	PreemptDelay Duration `toml:"preempt_delay"`
 }
 

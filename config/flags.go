@@ -79,7 +79,7 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	boolean("election.check_quorum", "majority: leader steps down without a quorum", func(c *Config) *bool { return &c.Election.CheckQuorum })
 	boolean("election.preempt", "bully: a recovered higher id takes over", func(c *Config) *bool { return &c.Election.Preempt })
 	str("election.ring_algorithm", "ring: lcr or hs", func(c *Config) *string { return &c.Election.RingAlgorithm })
-	dur("election.preempt_delay", "majority: how long a preferred voter must be stable before it takes over", func(c *Config) *Duration { return &c.Election.PreemptDelay })
+	dur("election.preempt_delay", "how long a node of higher priority must be stable before it takes over", func(c *Config) *Duration { return &c.Election.PreemptDelay })
 
 	str("api.socket", "Unix socket path (default data_dir/agent.sock)", func(c *Config) *string { return &c.API.Socket })
 	register(fs, f, "api.socket_mode", "socket permission bits, octal", func(s string) (FileMode, error) {

@@ -35,10 +35,11 @@ type ProtocolSpec struct {
 	HeartbeatInterval time.Duration
 	// PreVote and CheckQuorum are majority's; Preempt is bully's.
 	PreVote, CheckQuorum, Preempt bool
-	// Candidacy is the node's candidacy at start (protocols.CandidacySetter;
-	// bully and ring use only its eligibility), PreemptDelay how long a
-	// reachable, eligible voter of higher priority must be stable before
-	// a majority leader hands over to it.
+	// Candidacy is the node's candidacy at start (protocols.CandidacySetter).
+	// PreemptDelay is how long a reachable, eligible voter of higher
+	// priority must be stable before a majority leader hands over to it,
+	// and how long a bully or ring member of higher rank must have been up
+	// and eligible before it takes over from a live leader.
 	Candidacy    protocols.Candidacy
 	PreemptDelay time.Duration
 	// MaxClockDrift is the clock-rate drift majority's lease tolerates.
@@ -76,22 +77,20 @@ func NewProtocol(s ProtocolSpec) (protocols.Protocol, error) {
 	case ProtocolBully:
 		p, err = bully.New(bully.Config{
 			ID: s.Self.ID, Members: members, ElectionTimeout: s.ElectionTimeout, HeartbeatInterval: s.HeartbeatInterval,
-			NoPreempt: !s.Preempt, HardState: s.HardState, Now: s.Now, Rand: s.Rand, Logger: s.Logger,
+			NoPreempt: !s.Preempt, Candidacy: s.Candidacy, PreemptDelay: s.PreemptDelay,
+			HardState: s.HardState, Now: s.Now, Rand: s.Rand, Logger: s.Logger,
 		})
 	case ProtocolRing:
 		p, err = ring.New(ring.Config{
 			ID: s.Self.ID, Members: members, ElectionTimeout: s.ElectionTimeout, HeartbeatInterval: s.HeartbeatInterval,
-			Algorithm: s.RingAlgorithm, HardState: s.HardState, Now: s.Now, Rand: s.Rand, Logger: s.Logger,
+			Algorithm: s.RingAlgorithm, Candidacy: s.Candidacy, PreemptDelay: s.PreemptDelay,
+			HardState: s.HardState, Now: s.Now, Rand: s.Rand, Logger: s.Logger,
 		})
 	default:
 		err = fmt.Errorf("unknown protocol %q", s.Protocol)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("core: election: %w", err)
-	}
-	if cs, ok := p.(protocols.CandidacySetter); ok && s.Protocol != ProtocolMajority && s.Candidacy != (protocols.Candidacy{}) {
-		// Bully and ring take their candidacy as an input only.
-		cs.SetCandidacy(s.Now, s.Candidacy)
 	}
 	return p, nil
 }

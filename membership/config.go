@@ -66,6 +66,10 @@ type Config struct {
 	// UserMeta is published with this node for peers to read in
 	// Member.UserMeta (the agent's node.meta); opaque to membership.
 	UserMeta string
+	// Priority is published with this node for peers to read in
+	// Member.Priority (the agent's node.priority), so that bully and ring
+	// rank it before they hear from it.
+	Priority uint8
 	// Logger receives memberlist's log lines at their levels under the
 	// name "memberlist"; nil discards them.
 	Logger *zap.Logger

@@ -56,11 +56,14 @@ type Member struct {
 	// Digest is the node's settings digest (SetDigest), "" from agents
 	// that publish none.
 	Digest string
+	// Priority is the node's node.priority; 0 from agents that publish
+	// none.
+	Priority uint8
 }
 
 // ProtocolMember returns the part of m an election protocol needs.
 func (m Member) ProtocolMember() protocols.Member {
-	return protocols.Member{ID: m.ID, Name: m.Name, Voter: m.Voter}
+	return protocols.Member{ID: m.ID, Name: m.Name, Voter: m.Voter, Priority: m.Priority}
 }
 
 // EventKind says what happened to a member.

@@ -109,6 +109,7 @@ func Start(cfg Config) (*Membership, error) {
 		PeerID:   cfg.PeerID,
 		PeerAddr: cfg.PeerAddr,
 		User:     cfg.UserMeta,
+		Priority: cfg.Priority,
 	}
 	meta, err := encodeMeta(nm)
 	if err != nil {
@@ -469,6 +470,7 @@ func (m *Membership) record(kind EventKind, n *memberlist.Node, state State) {
 		State:    state,
 		UserMeta: meta.User,
 		Digest:   meta.Digest,
+		Priority: meta.Priority,
 	}
 	m.mu.Lock()
 	for _, other := range m.members {

@@ -39,7 +39,10 @@ var errBadMeta = errors.New("bad node metadata")
 //	uvarint len, bytes  settings digest (absent from older agents; written,
 //	                    maybe empty, whenever a later field is)
 //	uvarint len, bytes  the node's published map (node.meta, a JSON
-//	                    object; opaque here), only when not empty
+//	                    object; opaque here), only when not empty or a
+//	                    later field is written
+//	uvarint priority    node.priority (0–255), only when not 0; absent
+//	                    from older agents, whose priority is then 0
 //
 // ONLY APPEND fields: a decoder reads the fields it knows and ignores the
 // rest, so newer agents can add fields that older ones skip.
@@ -65,6 +68,9 @@ type nodeMeta struct {
 	Digest string
 	// User is node.meta, encoded by the agent; "" for none.
 	User string
+	// Priority is node.priority: bully and ring rank members by
+	// (priority, id), and must know it before they hear from a member.
+	Priority uint8
 }
 
 // MaxDigestLen bounds the settings digest a node publishes, so that with
@@ -87,16 +93,19 @@ func encodeMeta(m nodeMeta) ([]byte, error) {
 	b = append(b, m.PeerID...)
 	b = binary.AppendUvarint(b, uint64(len(m.PeerAddr)))
 	b = append(b, m.PeerAddr...)
-	if m.Digest != "" || m.User != "" {
+	if m.Digest != "" || m.User != "" || m.Priority != 0 {
 		if len(m.Digest) > MaxDigestLen {
 			return nil, fmt.Errorf("%w: settings digest of %d bytes, at most %d", ErrMetaTooLarge, len(m.Digest), MaxDigestLen)
 		}
 		b = binary.AppendUvarint(b, uint64(len(m.Digest)))
 		b = append(b, m.Digest...)
 	}
-	if m.User != "" {
+	if m.User != "" || m.Priority != 0 {
 		b = binary.AppendUvarint(b, uint64(len(m.User)))
 		b = append(b, m.User...)
+	}
+	if m.Priority != 0 {
+		b = binary.AppendUvarint(b, uint64(m.Priority))
 	}
 	if len(b) > MaxMetaSize {
 		return nil, fmt.Errorf("%w: %d bytes, memberlist allows %d (peer id %d bytes, peer address %d bytes)",
@@ -141,6 +150,14 @@ func decodeMeta(b []byte) (nodeMeta, error) {
 				u := metaReader{b: d.b}
 				if s := u.str("user meta"); u.err == nil {
 					m.User = s
+					if len(u.b) > 0 {
+						// Priority 0 when it does not parse or is out of
+						// range, as from an agent that publishes none.
+						p := metaReader{b: u.b}
+						if v := p.uvarint("priority"); p.err == nil && v <= 0xff {
+							m.Priority = uint8(v)
+						}
+					}
 				}
 			}
 		}

@@ -19,6 +19,8 @@ func TestMetaRoundTrip(t *testing.T) {
 		{ID: 1, Version: 1},
 		{ID: 1<<64 - 1, Voter: true, Leaving: true, Version: 0xffff, PeerID: "12D3KooWabc", PeerAddr: "/ip4/10.0.0.1/tcp/7947"},
 		{ID: 2, Version: 1, PeerID: "p", PeerAddr: "a", User: `{"addr":"10.0.0.5:5432"}`},
+		{ID: 3, Version: 1, PeerID: "p", PeerAddr: "a", Priority: 255},
+		{ID: 4, Version: 1, Digest: "d", User: `{"a":"b"}`, Priority: 10},
 	} {
 		b, err := encodeMeta(m)
 		if err != nil {
@@ -82,6 +84,8 @@ func TestMetaDecodeRejects(t *testing.T) {
 func FuzzDecodeMeta(f *testing.F) {
 	good, _ := encodeMeta(nodeMeta{ID: 7, Voter: true, Version: 1, PeerID: "12D3KooW", PeerAddr: "/ip4/127.0.0.1/tcp/1"})
 	f.Add(good)
+	prio, _ := encodeMeta(nodeMeta{ID: 7, Version: 1, PeerID: "p", PeerAddr: "a", Priority: 10})
+	f.Add(prio)
 	f.Add([]byte{1, 0, 1, 1, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := decodeMeta(b)
@@ -288,13 +292,15 @@ func TestMetaDigest(t *testing.T) {
 	if err != nil || got != m {
 		t.Fatalf("round trip: %+v, %v; want %+v", got, err, m)
 	}
-	// With the user field after it, and fields a newer agent appends
-	// after both, which are skipped.
+	// With the user field and the priority after it, and fields a newer
+	// agent appends after all three, which are skipped.
 	m.User = `{"addr":"10.0.0.5:5432"}`
+	m.Priority = 10
 	b, _ = encodeMeta(m)
 	if got, err := decodeMeta(append(b, 1, 2, 3)); err != nil || got != m {
 		t.Errorf("with the user field and appended fields: %+v, %v; want %+v", got, err, m)
 	}
+	m.Priority = 0
 	// A user field with no digest writes an empty digest first.
 	m.Digest = ""
 	b, _ = encodeMeta(m)
@@ -319,5 +325,34 @@ func TestMetaDigest(t *testing.T) {
 	m.User = strings.Repeat("u", 200) // config.MaxMetaBytes
 	if _, err := encodeMeta(m); err != nil {
 		t.Errorf("longest digest and node.meta with an IPv6 address: %v", err)
+	}
+}
+
+// TestMetaPriority: node.priority travels in the metadata, after an empty
+// digest and user field when they are not set; an older agent's metadata,
+// a priority that does not parse and one above 255 all give priority 0 and
+// keep the member usable; Member hands it to the protocols.
+func TestMetaPriority(t *testing.T) {
+	m := nodeMeta{ID: 5, Version: 1, PeerID: "p", PeerAddr: "a", Priority: 10}
+	b, err := encodeMeta(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := encodeMeta(nodeMeta{ID: 5, Version: 1, PeerID: "p", PeerAddr: "a"})
+	if want := append(bytes.Clone(plain), 0, 0, 10); !bytes.Equal(b, want) {
+		t.Fatalf("encoded %x, want %x (empty digest, empty user field, priority)", b, want)
+	}
+	for name, in := range map[string][]byte{
+		"older agent":  plain,
+		"truncated":    append(bytes.Clone(plain), 0, 0, 0x80),
+		"out of range": append(bytes.Clone(plain), 0, 0, 0x80, 0x02),
+	} {
+		got, err := decodeMeta(in)
+		if err != nil || got.Priority != 0 || got.ID != 5 {
+			t.Errorf("%s: %+v, %v; want the member with priority 0", name, got, err)
+		}
+	}
+	if pm := (Member{ID: 5, Name: "n5", Priority: 10}).ProtocolMember(); pm.Priority != 10 {
+		t.Fatalf("ProtocolMember dropped the priority: %+v", pm)
 	}
 }

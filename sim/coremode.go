@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/conclave-agent/conclave/api"
 	"github.com/conclave-agent/conclave/core"
 	"github.com/conclave-agent/conclave/protocols"
 	"github.com/conclave-agent/conclave/protocols/observe"
@@ -123,6 +124,13 @@ func (p coreProto) Resign(now protocols.Time) error                    { return 
 func (p coreProto) HasReady() bool                                     { return false }
 func (p coreProto) Ready() protocols.Ready                             { return protocols.Ready{} }
 func (p coreProto) Advance(protocols.Ready)                            {}
+
+// SetCandidacy gives the core the health nemesis's candidacy, as the
+// agent's health glue does (core.Node.SetHealth).
+func (p coreProto) SetCandidacy(now protocols.Time, c protocols.Candidacy) {
+	p.c.SetHealth(now, core.Health{Candidacy: c})
+}
+
 func (p coreProto) Status(now protocols.Time) protocols.Status {
 	st, _ := p.c.Leader(now)
 	return st
@@ -136,6 +144,7 @@ func (r *run) startCore(n *node) error {
 		Members:           append([]protocols.Member(nil), r.mems...),
 		HardState:         n.hs,
 		Now:               r.local(n),
+		Candidacy:         r.startCandidacy(n.idx),
 		Rand:              core.NewRand(r.rng.Uint64(), r.rng.Uint64()),
 		ElectionTimeout:   r.o.ElectionTimeout,
 		HeartbeatInterval: r.o.HeartbeatInterval,
@@ -201,6 +210,7 @@ func (r *run) drainCore(n *node) {
 				r.crashNext = n.idx
 			}
 			r.rec(traceRec{kind: recPersist, node: int32(n.idx), a: n.hs.Term, b: uint64(n.hs.Vote), c: n.hs.Epoch})
+			r.healthPersisted(n)
 		}
 		if rd.ObservedEpoch != 0 {
 			// Durable at once, as the HardState: a crash takes back only
@@ -212,6 +222,7 @@ func (r *run) drainCore(n *node) {
 				continue
 			}
 			r.send(n, m)
+			r.handoverSent(n, m)
 			if m.Kind == protocols.MsgVoteResp && !m.Reject {
 				r.voted(n, m)
 				if r.armed >= 0 && r.crashNext < 0 && r.sched.Actions[r.armed].Target == TargetNextVoteGrant {
@@ -230,8 +241,18 @@ func (r *run) drainCore(n *node) {
 		for _, ann := range rd.Announcements {
 			r.gossip(n, ann.Append(nil))
 		}
+		if st := rd.Status; st != nil {
+			// The health check reads the core's status as the protocol's
+			// SoftState: given leadership while ineligible.
+			ss := protocols.SoftState{Epoch: st.Epoch}
+			if st.Role == api.RoleLeader {
+				ss.Role = protocols.Leader
+			}
+			r.healthSoft(n, ss)
+		}
 		c.Advance(rd)
 	}
+	r.healthFire()
 	r.rearm(n)
 }
 
@@ -261,6 +282,10 @@ func (r *run) rearm(n *node) {
 // tickCore is the agent's wake-up: Tick at the node's local time.
 func (r *run) tickCore(n *node) {
 	if n.cn.c == nil || r.done {
+		return
+	}
+	// A candidacy changed while the process was paused reaches it now.
+	if r.syncCandidacy(n); n.cn.c == nil || r.done {
 		return
 	}
 	now := r.local(n)

@@ -188,10 +188,37 @@ func (r *run) healthFire() {
 }
 
 // transferSent arms a TargetTransferTarget crash for m's target.
-func (r *run) transferSent(m protocols.Message) {
+func (r *run) transferSent(m protocols.Message) { r.armTransferCrash(int(m.To) - 1) }
+
+// armTransferCrash arms a TargetTransferTarget crash for node i.
+func (r *run) armTransferCrash(i int) {
+	if r.armed >= 0 && r.crashNext < 0 && r.sched.Actions[r.armed].Target == TargetTransferTarget && i >= 0 && i < len(r.nodes) {
+		r.crashNext = i
+	}
+}
+
+// handoverSent arms a TargetTransferTarget crash for bully's and ring's
+// hand-overs, which send no TimeoutNow: the receiver of a resigning
+// leader's opening (bully: an ELECTION to a member it outranks; ring: an
+// election message without a candidate), and a member of higher rank
+// taking leadership from a live leader (the sender of the first
+// COORDINATOR or LEADER message while another node leads): a preferred
+// node crashing in the middle of its hand-over.
+func (r *run) handoverSent(n *node, m protocols.Message) {
 	to := int(m.To) - 1
-	if r.armed >= 0 && r.crashNext < 0 && r.sched.Actions[r.armed].Target == TargetTransferTarget && to >= 0 && to < len(r.nodes) {
-		r.crashNext = to
+	switch m.Kind {
+	case protocols.MsgElection:
+		if to >= 0 && to < len(r.nodes) && r.outranks(n.idx, to) {
+			r.armTransferCrash(to)
+		}
+	case protocols.MsgRingElect, protocols.MsgHSProbe:
+		if m.Candidate == protocols.None {
+			r.armTransferCrash(to)
+		}
+	case protocols.MsgCoordinator, protocols.MsgRingLeader:
+		if m.Hops <= 1 && r.curLead >= 0 && r.curLead != n.idx {
+			r.armTransferCrash(n.idx)
+		}
 	}
 }
 

@@ -79,6 +79,17 @@ type Checks struct {
 	// time some node must lead and every node's Status must name it and its
 	// epoch. Zero disables the liveness check.
 	LivenessBound time.Duration
+	// Settle: once liveness after the heal is reached, the run goes on
+	// for this much virtual time, fault-free, instead of ending there
+	// (bully and ring, whose members of higher rank take over from a
+	// live leader only once stable for their preempt delay: set it above
+	// that delay). Zero ends the run at liveness. In core mode it is
+	// skipped while FailoverBound is set.
+	Settle time.Duration
+	// Preferred: at the end of Settle every live node must follow the
+	// live, eligible node of highest rank (Schedule.Priorities, then id;
+	// sim/preferred.go).
+	Preferred bool
 	// FailoverBound (core mode only): once liveness after the heal is
 	// reached, the leader resigns and the next node to claim leadership
 	// is crashed for good right after its claim went out; within this

@@ -16,6 +16,7 @@ const (
 	evHeal                      // end of the fault phase
 	evDeadline                  // liveness deadline
 	evStop                      // end of a run without liveness check
+	evSettled                   // end of the quiet after liveness (Checks.Settle)
 )
 
 // event is one entry of the run's queue. Events are ordered by (at, seq):

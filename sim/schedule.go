@@ -140,7 +140,10 @@ const (
 	TargetNextVoteGrant = -5
 	// TargetTransferTarget (crash only) arms the fault for the target of
 	// the next leadership transfer: it crashes right after the leader
-	// sends it TimeoutNow (a preferred node crashing mid-transfer).
+	// sends it TimeoutNow (a preferred node crashing mid-transfer); in
+	// bully and ring, the receiver of a resigning leader's opening, or a
+	// member taking leadership from a live leader right after its first
+	// announcement (sim/health.go, handoverSent).
 	TargetTransferTarget = -6
 )
 

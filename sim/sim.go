@@ -88,6 +88,9 @@ type node struct {
 	offset  int64
 	pending []protocols.Message // buffered while paused
 	cn      *coreNode           // core mode only (coremode.go)
+	// resigned: an operator's Resign (FaultResign) took effect since the
+	// node last started (Checks.Preferred).
+	resigned bool
 
 	maxEpoch  uint64
 	lastKey   statusKey
@@ -243,6 +246,11 @@ func newRun(o Options, seed uint64, rng *rand.Rand, s Schedule) (*run, error) {
 	voters := max(n-o.Observers, 1)
 	for i := range r.mems {
 		r.mems[i] = protocols.Member{ID: protocols.ID(i + 1), Name: fmt.Sprintf("n%d", i+1), Voter: i < voters}
+		if i < len(s.Priorities) {
+			// As gossip publishes node.priority: bully and ring rank
+			// members by it before they hear from them.
+			r.mems[i].Priority = s.Priorities[i]
+		}
 	}
 	r.conn = make([][]bool, n)
 	for i := range r.conn {
@@ -389,6 +397,11 @@ func (r *run) loop() {
 			}
 		case evStop:
 			r.done = true
+		case evSettled:
+			if r.o.Checks.Preferred {
+				r.checkPreferred()
+			}
+			r.done = true
 		default:
 			r.coreEvent(ev)
 		}
@@ -430,6 +443,7 @@ func (r *run) drain(n *node) {
 			if m.Kind == protocols.MsgTimeoutNow {
 				r.transferSent(m)
 			}
+			r.handoverSent(n, m)
 			if m.Kind == protocols.MsgVoteResp && !m.Reject {
 				r.voted(n, m)
 				if r.armed >= 0 && r.crashNext < 0 && r.sched.Actions[r.armed].Target == TargetNextVoteGrant {
@@ -634,6 +648,7 @@ func (r *run) crash(n *node) {
 		n.cn.c = nil
 	}
 	n.crashed, n.paused = true, false
+	n.resigned = false
 	n.pending = nil
 	n.inc++
 	n.tickGen++
@@ -750,6 +765,8 @@ func (r *run) fault(i int) {
 		r.stats.Faults[a.Kind]++
 		if err := nd.p.Resign(r.local(nd)); err != nil {
 			r.rec(traceRec{kind: recStepErr, node: int32(tgt), err: err})
+		} else {
+			nd.resigned = true
 		}
 		r.drain(nd)
 		return
@@ -949,7 +966,12 @@ func (r *run) check() {
 			}
 		}
 		r.live = true
-		r.done = r.cm == nil || !r.startProbe(first, l.Epoch)
+		switch {
+		case c.Settle > 0 && (r.cm == nil || c.FailoverBound <= 0):
+			r.q.push(event{at: r.now + c.Settle, kind: evSettled})
+		default:
+			r.done = r.cm == nil || !r.startProbe(first, l.Epoch)
+		}
 		r.rec(traceRec{kind: recLive, node: int32(first), a: l.Epoch})
 	}
 }

@@ -1,8 +1,12 @@
 // Package bully implements Garcia-Molina's bully election (1982) as a pure
-// state machine behind protocols.Protocol: the highest live id becomes
-// coordinator, announces itself with COORDINATOR and heartbeats every member;
-// followers start an election when the failure detector suspects the
-// coordinator, when it is reported down, or when its heartbeats stop.
+// state machine behind protocols.Protocol: the live member of highest rank
+// — (priority, id), so the highest id among those of the highest priority
+// — becomes coordinator, announces itself with COORDINATOR and heartbeats
+// every member; followers start an election when the failure detector
+// suspects the coordinator, when it is reported down, or when its
+// heartbeats stop. A recovered member of higher rank takes over from a
+// live coordinator only once it has been up and eligible for
+// Config.PreemptDelay (highest.Stability).
 //
 // The package never starts goroutines, performs I/O, reads a clock or uses
 // global randomness; the driver feeds time, messages and membership and
@@ -58,6 +62,9 @@ type Node struct {
 	ineligible bool
 	// nudgeAt rate-limits nudge.
 	nudgeAt protocols.Time
+	// stable is the preempt_delay clock: a follower bullies a lower
+	// coordinator out only once it is stable.
+	stable highest.Stability
 	// abstain is the resign machinery: after Resign the node abstains,
 	// then spares the coordinator that replaced it.
 	abstain highest.Abstention
@@ -71,9 +78,9 @@ type Node struct {
 var _ protocols.Protocol = (*Node)(nil)
 
 // New validates cfg and returns a follower that knows no leader yet. With
-// preemption on it starts an election at its first Tick, as a recovering
-// process does in the paper; without, it first waits one heartbeat timeout
-// to learn the current coordinator.
+// preemption on and no preempt delay it starts an election at its first
+// Tick, as a recovering process does in the paper; otherwise it first waits
+// one heartbeat timeout to learn the current coordinator.
 func New(cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -90,13 +97,18 @@ func New(cfg Config) (*Node, error) {
 		now:     cfg.Now,
 		epoch:   cfg.HardState.Epoch,
 		epochs:  highest.NewEpochs(cfg.HardState),
+		stable:  highest.NewStability(cfg.PreemptDelay, cfg.Now),
+
+		ineligible: cfg.Candidacy.Ineligible,
 	}
+	n.members.SetPriority(cfg.ID, cfg.Candidacy.Priority)
+	n.members.IDsOnly = cfg.Unsafe.IDsOnly
 	if n.log == nil {
 		n.log = protocols.NopLogger{}
 	}
 	initial := n.softState()
 	n.out.Reset(cfg.HardState, &initial)
-	if n.preempt {
+	if n.preempt && cfg.PreemptDelay == 0 {
 		n.deadline = cfg.Now
 	} else {
 		n.resetFollowerTimer()
@@ -108,10 +120,16 @@ func New(cfg Config) (*Node, error) {
 // Resign, and while ineligible (SetCandidacy).
 func (n *Node) abstaining() bool { return n.ineligible || n.abstain.Active(n.now) }
 
+// send stamps m with this node's id and priority: the priority refreshes
+// what the receiver learned from gossip.
 func (n *Node) send(m protocols.Message) {
 	m.From = n.id
+	m.Priority = n.members.Priority(n.id)
 	n.out.Send(m)
 }
+
+// above reports whether id outranks this node.
+func (n *Node) above(id protocols.ID) bool { return n.members.Above(id, n.id) }
 
 func (n *Node) resetFollowerTimer() { n.deadline = highest.Timeout(n.rand, n.now, n.et) }
 
@@ -122,8 +140,9 @@ func (n *Node) Campaign(now protocols.Time) {
 	n.startElection(protocols.None)
 }
 
-// startElection sends ELECTION to every live higher id except exclude; with
-// none, this node is the highest live one and becomes coordinator at once.
+// startElection sends ELECTION to every live member of higher rank except
+// exclude; with none, this node is the highest-ranked live one and becomes
+// coordinator at once.
 func (n *Node) startElection(exclude protocols.ID) {
 	if n.abstaining() {
 		return
@@ -132,7 +151,7 @@ func (n *Node) startElection(exclude protocols.ID) {
 	n.excluded = exclude
 	var higher []protocols.ID
 	for _, id := range n.members.IDs() {
-		if id > n.id && id != exclude && n.members.Live(id) {
+		if n.above(id) && id != exclude && n.members.Live(id) {
 			higher = append(higher, id)
 		}
 	}
@@ -183,7 +202,7 @@ func (n *Node) heartbeat(to protocols.ID) {
 // follow makes leader l of epoch e this node's coordinator.
 func (n *Node) follow(l protocols.ID, e uint64) {
 	// The coordinator that replaced us after Resign: do not bully it.
-	n.abstain.Followed(n.now, n.id, l)
+	n.abstain.Followed(n.now, !n.above(l), l)
 	if n.st == stLeader || n.leader != l || n.epoch != e {
 		n.log.Infow("bully: following", "node", n.id, "leader", l, "epoch", e)
 	}
@@ -205,13 +224,21 @@ func (n *Node) announce(l protocols.ID, e uint64) {
 		// coordinator learns of the newer one from its heartbeats.
 		return
 	}
-	if l < n.id && n.preempt && !n.ineligible && !n.abstain.Spares(n.now, l) {
-		// A lower id leads while we are alive: bully it out, unless we are
-		// already electing. seen already covers e, so our epoch exceeds it.
-		if n.st == stFollower || n.st == stLeader {
+	if !n.above(l) && n.preempt && !n.ineligible && !n.abstain.Spares(n.now, l) {
+		// A lower-ranked member leads while we are alive: bully it out,
+		// unless we are already electing. seen already covers e, so our
+		// epoch exceeds it. A follower that has not been up and eligible
+		// for the preempt delay follows it instead, and takes over by
+		// this same path at a heartbeat once it is: the coordinator keeps
+		// leading until our COORDINATOR reaches it, and a preferred node
+		// that flaps never takes over.
+		switch {
+		case n.st == stElecting || n.st == stAwaiting:
+			return
+		case n.st == stLeader || n.stable.Stable(n.now):
 			n.startElection(protocols.None)
+			return
 		}
-		return
 	}
 	n.follow(l, e)
 }
@@ -232,11 +259,12 @@ func (n *Node) Step(now protocols.Time, m protocols.Message) error {
 	}
 	n.now = now
 	n.epochs.Observe(m.Epoch)
+	n.members.SetPriority(m.From, m.Priority)
 	switch m.Kind {
 	case protocols.MsgElection:
 		n.stepElection(m)
 	case protocols.MsgOK:
-		if n.st == stElecting && m.From > n.id {
+		if n.st == stElecting && n.above(m.From) {
 			n.st = stAwaiting
 			// The higher node runs its own election first (up to one
 			// ElectionTimeout of waiting for OKs), so allow it two.
@@ -253,7 +281,7 @@ func (n *Node) Step(now protocols.Time, m protocols.Message) error {
 }
 
 func (n *Node) stepElection(m protocols.Message) {
-	if m.From > n.id {
+	if n.above(m.From) {
 		// Only a resigning coordinator sends ELECTION downwards: it hands
 		// over to us and abstains from this round.
 		n.startElection(m.From)
@@ -319,11 +347,24 @@ func (n *Node) Tick(now protocols.Time) {
 	case stAwaiting, stFollower:
 		// The higher node that said OK never announced itself, or the
 		// coordinator went silent, or our abstention ended without one.
+		if n.st == stFollower && n.leader == protocols.None && n.preempt && n.waitsForLeader() {
+			n.resetFollowerTimer()
+			return
+		}
 		n.startElection(n.excluded)
 		if n.st == stFollower {
 			n.resetFollowerTimer()
 		}
 	}
+}
+
+// waitsForLeader: a follower that has heard of no coordinator and is not
+// yet stable waits for one rather than campaign while a live member below
+// it can start the election (highest.WaitsForLeader). Without it a
+// restarted preferred node took leadership at once, before its delay,
+// when the coordinator's heartbeats had not reached it yet.
+func (n *Node) waitsForLeader() bool {
+	return highest.WaitsForLeader(n.members, n.id, n.stable, n.now)
 }
 
 // NextDeadline implements protocols.Deadliner; it mirrors Tick, so both
@@ -383,17 +424,17 @@ func (n *Node) memberLost(id protocols.ID) {
 	switch {
 	case n.st == stFollower && n.leader == id:
 		n.startElection(protocols.None)
-	case (n.st == stElecting || n.st == stAwaiting) && id > n.id && !n.higherLive():
+	case (n.st == stElecting || n.st == stAwaiting) && n.above(id) && !n.higherLive():
 		n.log.Debugw("bully: no higher id left to wait on", "node", n.id, "lost", id)
 		n.startElection(n.excluded)
 	}
 }
 
-// higherLive reports whether an id above this node's, other than the one
-// excluded from the current election, is believed alive.
+// higherLive reports whether a member ranked above this node, other than
+// the one excluded from the current election, is believed alive.
 func (n *Node) higherLive() bool {
 	for _, id := range n.members.IDs() {
-		if id > n.id && id != n.excluded && n.members.Live(id) {
+		if n.above(id) && id != n.excluded && n.members.Live(id) {
 			return true
 		}
 	}
@@ -423,15 +464,25 @@ func (n *Node) nudge(l protocols.ID) {
 // wait for it, starts none, preempts no lower coordinator) but follows
 // and relays as usual; a coordinator that turns ineligible resigns, and
 // keeps leading only when no other member is live to take over. Priority
-// is not used: bully orders candidates by id alone.
+// ranks the node with its id; the other members learn a change from the
+// Priority its messages carry. A node that turns eligible starts its
+// preempt delay over.
 func (n *Node) SetCandidacy(now protocols.Time, c protocols.Candidacy) {
 	n.now = now
+	if n.members.SetPriority(n.id, c.Priority) {
+		n.log.Infow("bully: priority changed", "node", n.id, "priority", c.Priority)
+	}
 	if c.Ineligible == n.ineligible {
 		return
 	}
 	n.ineligible = c.Ineligible
 	n.log.Infow("bully: candidacy changed", "node", n.id, "eligible", !c.Ineligible)
 	if !n.ineligible {
+		// Its delay starts over, and it no longer spares the leader that
+		// replaced it when it resigned on turning ineligible: once stable
+		// it takes leadership back if it ranks higher.
+		n.stable.Restart(now)
+		n.abstain.Forgive()
 		return
 	}
 	switch n.st {
@@ -445,24 +496,20 @@ func (n *Node) SetCandidacy(now protocols.Time, c protocols.Candidacy) {
 	}
 }
 
-// Resign makes the coordinator step down. It hands over to the highest other
-// live member by sending it an ELECTION — the only ELECTION that ever goes to
-// a lower id — which makes that member run an election without us. We abstain
-// (answer no ELECTION, start none) until a new coordinator is announced or two
-// election timeouts pass, and afterwards do not preempt that coordinator even
-// though our id is higher; we take part normally in the next election. It
+// Resign makes the coordinator step down. It hands over to the highest-ranked
+// other live member by sending it an ELECTION — the only ELECTION that ever
+// goes to a lower rank — which makes that member run an election without us.
+// We abstain (answer no ELECTION, start none) until a new coordinator is
+// announced or two election timeouts pass, and afterwards do not preempt that
+// coordinator even though we rank higher; we take part normally in the next
+// election. It
 // returns ErrNotLeader on a non-coordinator and ErrNoTransferTarget when no
 // other member is live.
 func (n *Node) Resign(now protocols.Time) error {
 	if n.st != stLeader {
 		return protocols.ErrNotLeader
 	}
-	target := protocols.None
-	for _, id := range n.members.IDs() {
-		if id != n.id && n.members.Live(id) {
-			target = id
-		}
-	}
+	target := n.members.Highest(protocols.None)
 	if target == protocols.None {
 		return protocols.ErrNoTransferTarget
 	}

@@ -23,8 +23,9 @@ const (
 
 // Config configures a Node.
 type Config struct {
-	// ID is this node's id: unique, non-zero and at most MaxID. Higher ids
-	// win elections.
+	// ID is this node's id: unique, non-zero and at most MaxID. Among
+	// members of equal priority (Candidacy.Priority) higher ids win
+	// elections.
 	ID protocols.ID
 	// Members lists the cluster, this node included (it is added when
 	// missing). Ids must be unique, non-zero and at most MaxID.
@@ -45,6 +46,17 @@ type Config struct {
 	// heartbeats or COORDINATOR messages, sparing a second leadership change;
 	// it takes part again at the next election.
 	NoPreempt bool
+	// Candidacy is the node's candidacy at start: an ineligible node
+	// abstains until SetCandidacy says otherwise, and Priority ranks it,
+	// with its id, against the other members (whose priorities come with
+	// them in Members and MemberUp).
+	Candidacy protocols.Candidacy
+	// PreemptDelay is how long this node must have been up and eligible
+	// before it takes leadership from a lower-ranked leader that is alive
+	// (docs/bully-ring.md); until then it follows that leader. Zero
+	// preempts at once. Elections held because no leader is alive are
+	// never delayed.
+	PreemptDelay time.Duration
 	// HardState is the state persisted by the last run (zero on first
 	// start); only Epoch is used, Term and Vote pass through unchanged.
 	HardState protocols.HardState
@@ -55,11 +67,27 @@ type Config struct {
 	Rand *rand.Rand
 	// Logger receives debug and info lines. Nil discards them.
 	Logger protocols.Logger
+	// Unsafe switches on deliberately broken behaviour. It exists only so
+	// that the simulator's tests can prove the checker catches it; never
+	// set it elsewhere.
+	Unsafe Unsafe
+}
+
+// Unsafe lists the deliberately broken variants used to prove the
+// simulator's checker.
+type Unsafe struct {
+	// IDsOnly ranks members by id alone, ignoring their priorities, as
+	// before priorities existed.
+	IDsOnly bool
 }
 
 // Validate reports every problem of c at once.
 func (c Config) Validate() error {
-	return errors.Join(highest.CheckConfig("bully", c.ID, c.Members, c.HardState, c.HeartbeatInterval, c.ElectionTimeout)...)
+	errs := highest.CheckConfig("bully", c.ID, c.Members, c.HardState, c.HeartbeatInterval, c.ElectionTimeout)
+	if c.PreemptDelay < 0 {
+		errs = append(errs, errors.New("bully: preempt delay must not be negative"))
+	}
+	return errors.Join(errs...)
 }
 
 func (c Config) durations() (hb, et time.Duration) {

@@ -30,8 +30,9 @@ const (
 
 // Config configures a Node.
 type Config struct {
-	// ID is this node's id: unique, non-zero and at most MaxID. Higher ids
-	// win elections.
+	// ID is this node's id: unique, non-zero and at most MaxID. Among
+	// members of equal priority (Candidacy.Priority) higher ids win
+	// elections.
 	ID protocols.ID
 	// Members lists the cluster, this node included (it is added when
 	// missing); the ring orders them by id. Ids must be unique, non-zero
@@ -50,6 +51,17 @@ type Config struct {
 	// when empty) or AlgHS (Hirschberg-Sinclair). Every member must use the
 	// same one.
 	Algorithm string
+	// Candidacy is the node's candidacy at start: an ineligible node
+	// abstains until SetCandidacy says otherwise, and Priority ranks it,
+	// with its id, against the other members (whose priorities come with
+	// them in Members and MemberUp).
+	Candidacy protocols.Candidacy
+	// PreemptDelay is how long this node must have been up and eligible
+	// before it takes leadership from a lower-ranked leader that is alive
+	// (docs/bully-ring.md); until then it follows that leader. Zero
+	// preempts at once. Elections held because no leader is alive are
+	// never delayed.
+	PreemptDelay time.Duration
 	// HardState is the state persisted by the last run (zero on first
 	// start); only Epoch is used, Term and Vote pass through unchanged.
 	HardState protocols.HardState
@@ -60,6 +72,18 @@ type Config struct {
 	Rand *rand.Rand
 	// Logger receives debug and info lines. Nil discards them.
 	Logger protocols.Logger
+	// Unsafe switches on deliberately broken behaviour. It exists only so
+	// that the simulator's tests can prove the checker catches it; never
+	// set it elsewhere.
+	Unsafe Unsafe
+}
+
+// Unsafe lists the deliberately broken variants used to prove the
+// simulator's checker.
+type Unsafe struct {
+	// IDsOnly ranks members by id alone, ignoring their priorities, as
+	// before priorities existed.
+	IDsOnly bool
 }
 
 // Validate reports every problem of c at once.
@@ -67,6 +91,9 @@ func (c Config) Validate() error {
 	errs := highest.CheckConfig("ring", c.ID, c.Members, c.HardState, c.HeartbeatInterval, c.ElectionTimeout)
 	if c.Algorithm != "" && c.Algorithm != AlgLCR && c.Algorithm != AlgHS {
 		errs = append(errs, fmt.Errorf("ring: algorithm %q must be %q or %q", c.Algorithm, AlgLCR, AlgHS))
+	}
+	if c.PreemptDelay < 0 {
+		errs = append(errs, errors.New("ring: preempt delay must not be negative"))
 	}
 	return errors.Join(errs...)
 }

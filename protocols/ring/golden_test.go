@@ -2,6 +2,7 @@ package ring
 
 import (
 	"testing"
+	"time"
 
 	"github.com/conclave-agent/conclave/protocols/internal/testnet"
 )
@@ -11,9 +12,24 @@ import (
 // diff: these files are the protocol's stories told step by step. The
 // commands are testnet.Golden's, and:
 //
-//	new nodes=N [alg=lcr|hs]  N nodes n1…nN, 10 ms heartbeat, 100 ms election timeout
+//	new nodes=N [alg=lcr|hs] [prio=(ID:P,...)] [delay=DUR]
+//	                          N nodes n1…nN, 10 ms heartbeat, 100 ms election
+//	                          timeout, the given priorities and preempt delay
 func TestGolden(t *testing.T) {
 	testnet.RunGolden(t, func(t *testing.T, a testnet.Args) *testnet.Net[*Node] {
-		return newNetwork(t, seq(a.Num(t, a.KV["nodes"])), func(c *Config) { c.Algorithm = a.KV["alg"] }).Net
+		prio := a.Priorities(t)
+		var delay time.Duration
+		if d, ok := a.KV["delay"]; ok {
+			delay = a.Dur(t, d)
+		}
+		ids := seq(a.Num(t, a.KV["nodes"]))
+		nw := newNetwork(t, ids, func(c *Config) {
+			c.Algorithm = a.KV["alg"]
+			c.Members = testnet.MembersWith(ids, prio)
+			c.Candidacy.Priority = prio[c.ID]
+			c.PreemptDelay = delay
+		}).Net
+		nw.Priorities = prio
+		return nw
 	}, nil)
 }

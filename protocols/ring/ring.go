@@ -1,9 +1,13 @@
 // Package ring implements ring elections as a pure state machine behind
 // protocols.Protocol: Chang-Roberts (LCR) on the logical ring of live members
 // ordered by id, and Hirschberg-Sinclair (HS) on the same ring used in both
-// directions. The highest live id wins and announces itself with a LEADER
-// message sent once around the ring, then heartbeats every member; a stalled
-// election restarts after a timeout.
+// directions. The live member of highest rank — (priority, id), so the
+// highest id among those of the highest priority — wins and announces
+// itself with a LEADER message sent once around the ring, then heartbeats
+// every member; a stalled election restarts after a timeout. A recovered
+// member of higher rank usurps a live leader only once it has been up and
+// eligible for Config.PreemptDelay (highest.Stability). The ring itself
+// stays ordered by id: rank decides who wins, not where messages go.
 //
 // The package never starts goroutines, performs I/O, reads a clock or uses
 // global randomness; the driver feeds time, messages and membership and
@@ -64,6 +68,9 @@ type Node struct {
 	roundEnd protocols.Time // participant: the round counts as stalled from here
 	hbDue    protocols.Time
 
+	// stable is the preempt_delay clock: a follower usurps a lower
+	// leader only once it is stable.
+	stable highest.Stability
 	// abstain is the resign machinery: after Resign the node relays
 	// without competing, then spares the leader that replaced it.
 	abstain highest.Abstention
@@ -111,7 +118,12 @@ func New(cfg Config) (*Node, error) {
 		epochs: highest.NewEpochs(cfg.HardState),
 
 		members: highest.NewRoster(cfg.ID, cfg.Members),
+		stable:  highest.NewStability(cfg.PreemptDelay, cfg.Now),
+
+		ineligible: cfg.Candidacy.Ineligible,
 	}
+	n.members.SetPriority(cfg.ID, cfg.Candidacy.Priority)
+	n.members.IDsOnly = cfg.Unsafe.IDsOnly
 	if n.log == nil {
 		n.log = protocols.NopLogger{}
 	}
@@ -150,8 +162,11 @@ func (n *Node) maxHops() uint32 { return uint32(2*len(n.members.IDs()) + 2) }
 // Resign, and while ineligible (SetCandidacy).
 func (n *Node) abstaining() bool { return n.ineligible || n.abstain.Active(n.now) }
 
+// send stamps m with this node's id and priority (which refreshes what the
+// receiver learned from gossip) and keeps election messages for resend.
 func (n *Node) send(m protocols.Message) {
 	m.From = n.id
+	m.Priority = n.members.Priority(n.id)
 	n.out.Send(m)
 	switch m.Kind {
 	case protocols.MsgRingElect, protocols.MsgHSProbe, protocols.MsgHSReply:
@@ -192,6 +207,7 @@ func (n *Node) resend(lost protocols.ID) {
 		}
 		n.log.Debugw("ring: re-sending election message", "node", n.id, "lost", lost, "to", next, "kind", m.Kind)
 		m.To = next
+		m.Priority = n.members.Priority(n.id)
 		n.out.Send(*m)
 	}
 	if alone && n.participant && n.st != stLeader && !n.abstaining() {
@@ -292,7 +308,7 @@ func (n *Node) heartbeats() {
 
 // follow makes l, of epoch e, this node's leader.
 func (n *Node) follow(l protocols.ID, e uint64) {
-	n.abstain.Followed(n.now, n.id, l)
+	n.abstain.Followed(n.now, !n.above(l), l)
 	if n.st != stFollower || n.leader != l || n.epoch != e {
 		n.log.Infow("ring: following", "node", n.id, "leader", l, "epoch", e)
 	}
@@ -309,12 +325,22 @@ func (n *Node) acceptable(l protocols.ID, e uint64) bool {
 	return l != n.id && e >= n.epoch && l == protocols.EpochLeader(e)
 }
 
-// usurped reports whether leader l is lower than this node, which then
-// elects itself instead of following — how a recovered higher id takes its
-// place, so that the highest live id leads. A resigned node lets the leader
-// that replaced it be.
+// above reports whether id outranks this node.
+func (n *Node) above(id protocols.ID) bool { return n.members.Above(id, n.id) }
+
+// usurped reports whether leader l ranks below this node, which then
+// elects itself instead of following — how a recovered member of higher
+// rank takes its place, so that the highest-ranked live member leads. A
+// resigned node lets the leader that replaced it be, and a follower that
+// has not been up and eligible for the preempt delay follows l for now:
+// it usurps at a heartbeat once it is stable, while l keeps leading until
+// the new LEADER announcement reaches it, and a preferred node that flaps
+// never takes over.
 func (n *Node) usurped(l protocols.ID) bool {
-	return l < n.id && !n.ineligible && !n.abstain.Spares(n.now, l)
+	if n.above(l) || n.ineligible || n.abstain.Spares(n.now, l) {
+		return false
+	}
+	return n.st != stFollower || n.stable.Stable(n.now)
 }
 
 // Step handles message m received at local time now.
@@ -342,6 +368,7 @@ func (n *Node) Step(now protocols.Time, m protocols.Message) error {
 	// Election messages carry and merge the highest epoch seen, so a
 	// winner's new epoch exceeds every epoch seen on its way round.
 	n.epochs.Observe(m.Epoch)
+	n.members.SetPriority(m.From, m.Priority)
 	switch m.Kind {
 	case protocols.MsgRingElect:
 		n.stepElect(m)
@@ -410,7 +437,7 @@ func (n *Node) stepElect(m protocols.Message) {
 		if n.st == stCandidate {
 			n.becomeLeader()
 		}
-	case c > n.id:
+	case n.above(c):
 		if n.st == stCandidate {
 			n.st = stFollower
 		}
@@ -463,7 +490,7 @@ func (n *Node) stepProbe(m protocols.Message) {
 		if n.st == stCandidate {
 			n.becomeLeader()
 		}
-	case c > n.id:
+	case n.above(c):
 		if n.st == stCandidate {
 			n.st = stFollower
 		}
@@ -551,7 +578,14 @@ func (n *Node) Tick(now protocols.Time) {
 		return
 	}
 	if !n.participant && now >= n.deadline {
-		// The leader went silent, or none was ever heard of.
+		// The leader went silent, or none was ever heard of. A node that
+		// has heard of none and is not yet stable waits for one
+		// (highest.WaitsForLeader): a lower member starts the election
+		// if none leads.
+		if n.st == stFollower && n.leader == protocols.None && highest.WaitsForLeader(n.members, n.id, n.stable, now) {
+			n.resetTimer()
+			return
+		}
 		n.restart()
 	}
 }
@@ -663,16 +697,25 @@ func (n *Node) nudge(l protocols.ID) {
 // as a resigned leader does (relays every candidate, competes with none,
 // usurps no lower leader) but follows and relays as usual; a candidate
 // that turns ineligible abandons its round, and a leader resigns, keeping
-// the lead only when it is alone on the ring. Priority is not used: ring
-// orders candidates by id alone.
+// the lead only when it is alone on the ring. Priority ranks the node with
+// its id; the other members learn a change from the Priority its messages
+// carry. A node that turns eligible starts its preempt delay over.
 func (n *Node) SetCandidacy(now protocols.Time, c protocols.Candidacy) {
 	n.now = now
+	if n.members.SetPriority(n.id, c.Priority) {
+		n.log.Infow("ring: priority changed", "node", n.id, "priority", c.Priority)
+	}
 	if c.Ineligible == n.ineligible {
 		return
 	}
 	n.ineligible = c.Ineligible
 	n.log.Infow("ring: candidacy changed", "node", n.id, "eligible", !c.Ineligible)
 	if !n.ineligible {
+		// Its delay starts over, and it no longer spares the leader that
+		// replaced it when it resigned on turning ineligible: once stable
+		// it takes leadership back if it ranks higher.
+		n.stable.Restart(now)
+		n.abstain.Forgive()
 		return
 	}
 	switch n.st {

@@ -1,7 +1,9 @@
-// Package highest holds what bully and ring, the two highest-id elections,
-// keep alike: the members and the liveness verdicts on each, the resign
-// machinery (abstention), the highest epoch seen, the follower timeout and
-// the checks of their configuration and input. Each protocol keeps its own
+// Package highest holds what bully and ring, the two highest-rank
+// elections (rank: priority, then id), keep alike: the members with their
+// priorities and the liveness verdicts on each, the resign machinery
+// (abstention), the preempt_delay clock (Stability), the highest epoch
+// seen, the follower timeout and the checks of their configuration and
+// input. Each protocol keeps its own
 // algorithm; this package keeps one copy of the bookkeeping around it.
 //
 // Like protocols it is pure: no goroutines, I/O, clock reads or global
@@ -90,8 +92,13 @@ type member struct {
 
 // Roster is every member a node has heard of, itself included, sorted by
 // id, with the two verdicts on each: down (gossip) and suspected (the
-// failure detector). A member is live when neither holds.
+// failure detector). A member is live when neither holds. Each member's
+// priority (protocols.Member.Priority, from gossip, refreshed by the
+// Priority its own messages carry) ranks it: Above compares (priority, id).
 type Roster struct {
+	// IDsOnly is the planted bug Unsafe.IDsOnly: Above compares ids only.
+	IDsOnly bool
+
 	self    protocols.ID
 	members map[protocols.ID]*member
 	ids     []protocols.ID
@@ -108,7 +115,7 @@ func NewRoster(self protocols.ID, members []protocols.Member) *Roster {
 }
 
 // Add records m if it is new and reports whether it was; a known member's
-// name is updated when m carries one.
+// name and priority are updated when m carries a name.
 func (r *Roster) Add(m protocols.Member) bool {
 	if mm, ok := r.members[m.ID]; ok {
 		if m.Name != "" {
@@ -129,6 +136,48 @@ func (r *Roster) IDs() []protocols.ID { return r.ids }
 func (r *Roster) Known(id protocols.ID) bool {
 	_, ok := r.members[id]
 	return ok
+}
+
+// Priority is id's priority as last learned; 0 for an unknown id.
+func (r *Roster) Priority(id protocols.ID) uint8 {
+	if m, ok := r.members[id]; ok {
+		return m.m.Priority
+	}
+	return 0
+}
+
+// SetPriority records id's priority: this node's own from its candidacy,
+// another's from the Priority its messages carry. It reports whether it
+// changed; an unknown id is ignored.
+func (r *Roster) SetPriority(id protocols.ID, p uint8) bool {
+	m, ok := r.members[id]
+	if !ok || m.m.Priority == p {
+		return false
+	}
+	m.m.Priority = p
+	return true
+}
+
+// Above reports whether a outranks b: a higher priority, or the same
+// priority and a higher id. Ids are unique, so two members never tie.
+func (r *Roster) Above(a, b protocols.ID) bool {
+	pa, pb := r.Priority(a), r.Priority(b)
+	if pa != pb && !r.IDsOnly {
+		return pa > pb
+	}
+	return a > b
+}
+
+// Highest returns the live member of highest rank other than self and
+// except, or None when there is none.
+func (r *Roster) Highest(except protocols.ID) protocols.ID {
+	best := protocols.None
+	for _, id := range r.ids {
+		if id != r.self && id != except && r.Live(id) && (best == protocols.None || r.Above(id, best)) {
+			best = id
+		}
+	}
+	return best
 }
 
 // Live reports whether id is a member believed alive: neither down nor
@@ -152,14 +201,19 @@ func (r *Roster) Name(id protocols.ID) string {
 	return ""
 }
 
-// Up records m as live, adding it when new. It refuses (ErrInvalidID) an
-// id that is zero or above MaxID, changing nothing.
+// Up records m as live, adding it when new, with the priority m carries
+// (this node's own is its candidacy's, which Up leaves alone). It refuses
+// (ErrInvalidID) an id that is zero or above MaxID, changing nothing.
 func (r *Roster) Up(m protocols.Member) error {
 	if m.ID == protocols.None || m.ID > MaxID {
 		return ErrInvalidID
 	}
+	if m.ID == r.self {
+		m.Priority = r.Priority(r.self)
+	}
 	r.Add(m)
 	mm := r.members[m.ID]
+	mm.m.Priority = m.Priority
 	mm.down, mm.suspected = false, false
 	return nil
 }
@@ -247,22 +301,35 @@ func (e *Epochs) Admit(name string, m protocols.Message) error {
 type Abstention struct {
 	until   protocols.Time
 	yieldTo protocols.ID
+	// forgiven: the node spares no one after this abstention (Forgive).
+	forgiven bool
 }
 
 // Begin starts abstaining at now and returns when the abstention ends.
 func (a *Abstention) Begin(now protocols.Time, et time.Duration) protocols.Time {
 	a.until = now.Add(2 * et)
+	a.forgiven = false
 	return a.until
+}
+
+// Forgive ends the sparing, now and after the abstention in progress,
+// which still runs to its end: a node that resigned because it turned
+// ineligible, and is eligible again, stays out of the round it opened but
+// does not spare the leader that replaced it — it takes over once stable
+// for its preempt delay if it ranks higher.
+func (a *Abstention) Forgive() {
+	a.yieldTo = protocols.None
+	a.forgiven = true
 }
 
 // Active reports whether the node abstains at now.
 func (a *Abstention) Active(now protocols.Time) bool { return now < a.until }
 
-// Followed records that self follows leader at now: a lower leader that
-// replaced it while it abstained is spared from now on, and the abstention
-// ends.
-func (a *Abstention) Followed(now protocols.Time, self, leader protocols.ID) {
-	if a.Active(now) && leader < self {
+// Followed records that a node follows leader at now; lower tells that
+// leader ranks below the node. A lower leader that replaced it while it
+// abstained is spared from now on, and the abstention ends.
+func (a *Abstention) Followed(now protocols.Time, lower bool, leader protocols.ID) {
+	if a.Active(now) && lower && !a.forgiven {
 		a.yieldTo = leader
 	}
 	a.until = 0
@@ -280,4 +347,56 @@ func (a *Abstention) Led() { a.until, a.yieldTo = 0, protocols.None }
 // while it abstains, and when leader is the one that replaced it.
 func (a *Abstention) Spares(now protocols.Time, leader protocols.ID) bool {
 	return leader == a.yieldTo || a.Active(now)
+}
+
+// Stability is the preempt_delay clock (docs/bully-ring.md): how long this
+// node has been up and eligible. It lives in the node that would take
+// over, because only that node knows when it started and when it last
+// turned eligible, without trusting another node's clock or gossip's
+// timing; a node that restarts, or turns eligible again, starts over.
+// While it is not stable it follows a lower-ranked leader instead of
+// preempting it, so a flapping preferred node never takes leadership
+// from a healthy leader. Elections that run anyway (the leader lost) are
+// not delayed: the highest-ranked live member wins them.
+type Stability struct {
+	delay time.Duration
+	since protocols.Time
+}
+
+// NewStability starts the clock at now.
+func NewStability(delay time.Duration, now protocols.Time) Stability {
+	return Stability{delay: delay, since: now}
+}
+
+// Restart starts the clock over at now (the node turned eligible).
+func (s *Stability) Restart(now protocols.Time) { s.since = now }
+
+// At is when the node becomes stable.
+func (s Stability) At() protocols.Time { return s.since.Add(s.delay) }
+
+// Stable reports whether the node has been up and eligible for the delay
+// at now.
+func (s Stability) Stable(now protocols.Time) bool { return now >= s.At() }
+
+// Delay is the preempt delay.
+func (s Stability) Delay() time.Duration { return s.delay }
+
+// WaitsForLeader reports whether a follower self that has heard of no
+// leader should wait longer rather than start an election: it is not yet
+// stable (it may be a preferred node just restarted while a lower-ranked
+// leader leads, whose heartbeats reach it once gossip tells that leader
+// it is back), and a live member ranked below it will start an election
+// if no leader exists, which self, ranking higher, then wins. An election
+// so delayed — every member below self ineligible — waits at most the
+// preempt delay.
+func WaitsForLeader(r *Roster, self protocols.ID, s Stability, now protocols.Time) bool {
+	if s.Stable(now) {
+		return false
+	}
+	for _, id := range r.ids {
+		if id != self && r.Live(id) && r.Above(self, id) {
+			return true
+		}
+	}
+	return false
 }

@@ -46,7 +46,7 @@ func TestAbstention(t *testing.T) {
 	if !a.Spares(10, 1) {
 		t.Fatal("an abstaining node must spare every leader")
 	}
-	a.Followed(10, 5, 3) // the lower leader that replaced node 5
+	a.Followed(10, true, 3) // the lower leader that replaced node 5
 	if a.Active(11) || !a.Spares(1000, 3) || a.Spares(1000, 2) {
 		t.Fatal("after following its successor a resigned node spares it, and only it")
 	}
@@ -70,5 +70,60 @@ func TestEpochsOnlyRise(t *testing.T) {
 	e.Observe(12)
 	if e.Seen() != 12 || e.HardState() != (protocols.HardState{Term: 4, Epoch: 12}) {
 		t.Fatalf("hard state %+v, want epoch 12 and term kept", e.HardState())
+	}
+}
+
+// TestRosterRanksByPriorityThenID: rank is (priority, id); priorities come
+// with members, this node's own is set apart and MemberUp does not change
+// it, and an unknown member has priority 0.
+func TestRosterRanksByPriorityThenID(t *testing.T) {
+	r := NewRoster(2, []protocols.Member{{ID: 1, Priority: 10}, {ID: 3}, {ID: 4, Priority: 10}})
+	r.SetPriority(2, 5)
+	for _, c := range []struct {
+		a, b protocols.ID
+		want bool
+	}{
+		{1, 3, true},  // priority beats id
+		{4, 1, true},  // same priority: the higher id
+		{1, 4, false}, //
+		{2, 3, true},  // this node's own priority counts
+		{3, 2, false}, //
+		{9, 3, true},  // unknown: priority 0, then id
+	} {
+		if got := r.Above(c.a, c.b); got != c.want {
+			t.Errorf("Above(%d, %d) = %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+	if h := r.Highest(protocols.None); h != 4 {
+		t.Fatalf("highest-ranked other member %d, want 4", h)
+	}
+	if h := r.Highest(4); h != 1 {
+		t.Fatalf("highest-ranked other member but 4: %d, want 1", h)
+	}
+	if err := r.Up(protocols.Member{ID: 2, Name: "self"}); err != nil || r.Priority(2) != 5 {
+		t.Fatalf("MemberUp of this node changed its priority to %d (%v)", r.Priority(2), err)
+	}
+	if err := r.Up(protocols.Member{ID: 4, Name: "n4"}); err != nil || r.Priority(4) != 0 {
+		t.Fatalf("a member back without a priority keeps %d, want 0 (%v)", r.Priority(4), err)
+	}
+	if !r.SetPriority(3, 20) || r.SetPriority(3, 20) || r.SetPriority(8, 1) {
+		t.Fatal("SetPriority reports a change only for a known member whose priority differs")
+	}
+	if h := r.Highest(protocols.None); h != 3 {
+		t.Fatalf("highest-ranked after 3 rose to 20: %d", h)
+	}
+}
+
+func TestStability(t *testing.T) {
+	s := NewStability(time.Second, 100)
+	if s.Stable(protocols.Time(100).Add(time.Second)-1) || !s.Stable(protocols.Time(100).Add(time.Second)) {
+		t.Fatal("stable exactly one delay after start")
+	}
+	s.Restart(protocols.Time(5e9))
+	if s.Stable(protocols.Time(5e9)) || s.At() != protocols.Time(6e9) {
+		t.Fatal("a restart starts the delay over")
+	}
+	if z := NewStability(0, 7); !z.Stable(7) {
+		t.Fatal("no delay: stable at once")
 	}
 }

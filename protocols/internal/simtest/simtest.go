@@ -22,6 +22,10 @@ const (
 	// ET is the runs' election timeout; the liveness bound is 30 of them
 	// after the heal.
 	ET = 100 * time.Millisecond
+	// Settle is how long a run goes on after liveness (sim's
+	// Checks.Settle) before HighestLeads looks: the preempt delay the
+	// registry gives bully and ring (3 ET) and ten more for the takeover.
+	Settle = 13 * ET
 )
 
 // Captured remembers the newest instance a factory built per node id, so
@@ -108,7 +112,8 @@ func RunSchedules(t *testing.T, count int, f sim.Factory, opts func(f sim.Factor
 }
 
 // HighestLeads checks that the run reached agreement and that the leader is
-// the highest id (after the heal every node is live again).
+// the highest id (after the heal every node is live again, and the run goes
+// on for Settle, so a restarted highest id is past its preempt delay).
 func HighestLeads(res sim.Result, nodes map[protocols.ID]protocols.Protocol) string {
 	if res.Recovery < 0 {
 		return "no agreement on a leader after the heal"
@@ -132,6 +137,7 @@ func HighestLeads(res sim.Result, nodes map[protocols.ID]protocols.Protocol) str
 func Assumptions(f sim.Factory) sim.Options {
 	o := sim.Options{Factory: f, ElectionTimeout: ET, Checks: sim.NoLeaseChecks(ET)}
 	o.Faults = []sim.FaultKind{sim.FaultCrash, sim.FaultPause, sim.FaultSlowNetwork}
+	o.Checks.Settle = Settle
 	return o
 }
 

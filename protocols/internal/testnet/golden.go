@@ -52,6 +52,26 @@ func (a Args) ID(t *testing.T, i int) protocols.ID {
 	return protocols.ID(a.Num(t, a.Pos[i]))
 }
 
+// Priorities parses prio=(ID:P,...) into each listed node's priority; nil
+// when the argument is absent.
+func (a Args) Priorities(t *testing.T) map[protocols.ID]uint8 {
+	t.Helper()
+	v, ok := a.KV["prio"]
+	if !ok {
+		return nil
+	}
+	prio := map[protocols.ID]uint8{}
+	for _, pair := range strings.Split(v, ",") {
+		id, p, found := strings.Cut(pair, ":")
+		n, err := strconv.ParseUint(p, 10, 8)
+		if !found || err != nil {
+			a.d.Fatalf(t, "bad priority %q: want id:priority", pair)
+		}
+		prio[protocols.ID(a.Num(t, id))] = uint8(n)
+	}
+	return prio
+}
+
 // Dur parses s as a duration.
 func (a Args) Dur(t *testing.T, s string) time.Duration {
 	t.Helper()

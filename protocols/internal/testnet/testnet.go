@@ -62,6 +62,9 @@ type Net[P Node] struct {
 	// EpochName labels SoftState.Epoch in Events ("epoch", or "term" for
 	// majority, whose epoch is its term).
 	EpochName string
+	// Priorities are the members' priorities that Restart's MemberUp
+	// carries, as gossip would (nil: all 0).
+	Priorities map[protocols.ID]uint8
 }
 
 // New builds a network of the given ids; make builds each node. Their
@@ -80,10 +83,14 @@ func New[P Node](t testing.TB, ids []protocols.ID, tick time.Duration, make func
 }
 
 // Members lists ids as members named n<id>.
-func Members(ids []protocols.ID) []protocols.Member {
+func Members(ids []protocols.ID) []protocols.Member { return MembersWith(ids, nil) }
+
+// MembersWith lists ids as members named n<id> with the given priorities
+// (missing: 0).
+func MembersWith(ids []protocols.ID, prio map[protocols.ID]uint8) []protocols.Member {
 	var members []protocols.Member
 	for _, id := range ids {
-		members = append(members, protocols.Member{ID: id, Name: fmt.Sprintf("n%d", id)})
+		members = append(members, protocols.Member{ID: id, Name: fmt.Sprintf("n%d", id), Priority: prio[id]})
 	}
 	return members
 }
@@ -265,7 +272,7 @@ func (nw *Net[P]) Restart(id protocols.ID) {
 	nw.Revive(id)
 	for _, o := range nw.Live() {
 		if o != id {
-			nw.Nodes[o].MemberUp(nw.Now, protocols.Member{ID: id, Name: fmt.Sprintf("n%d", id)})
+			nw.Nodes[o].MemberUp(nw.Now, protocols.Member{ID: id, Name: fmt.Sprintf("n%d", id), Priority: nw.Priorities[id]})
 		}
 	}
 }

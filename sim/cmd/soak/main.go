@@ -7,6 +7,7 @@
 //	go run ./sim/cmd/soak -protocol majority -replay SEED   # full trace of one schedule
 //	go run ./sim/cmd/soak -protocol majority -voters -schedules 200000   # with voter changes
 //	go run ./sim/cmd/soak -protocol majority -health -schedules 200000   # with health faults and priorities
+//	go run ./sim/cmd/soak -protocol bully -health -schedules 20000   # the same, and the preferred node leads after a quiet
 //	go run ./sim/cmd/soak -protocol core-ring -schedules 50000   # the agent's core.Node per node (sim core mode)
 //
 // It exits with status 1 when any schedule violated an invariant.
@@ -44,7 +45,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	verbose := fs.Bool("v", false, "print every violation's full report")
 	voters := fs.Bool("voters", false, "majority: add voter changes to the faults (three times as often as each other kind) with -observers nodes starting as observers")
 	observers := fs.Int("observers", 2, "with -voters, or given with a core-mode majority: nodes that start as observers")
-	health := fs.Bool("health", false, "majority: add health faults (eligibility flaps, maintenance mid-election, preferred nodes crashing mid-transfer) and the leader-eligible check")
+	health := fs.Bool("health", false, "add health faults (eligibility flaps, maintenance mid-election, preferred nodes crashing mid-transfer) and the leader-eligible check; bully, ring and ring-hs also the preferred-leader check after a quiet")
 	failoverETs := fs.Int("failover-ets", 0, "core mode: failover probe bound in election timeouts (0: the variant's own; 7 is the strict bound, below gossip's earliest death declaration)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -75,6 +76,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			o.Faults = sim.HealthFaults()
 		}
 		o.Checks.Health = true
+		if slices.Contains([]string{"bully", "ring", "ring-hs"}, *protocol) {
+			// As sim's TestBullyRingHealthSchedules: the preempt delay
+			// (3 election timeouts) and ten more, then the check.
+			o.Checks.Settle = 13 * o.ElectionTimeout
+			o.Checks.Preferred = true
+		}
 	}
 	if *faults != "" {
 		if o.Faults, err = parseFaults(*faults); err != nil {
