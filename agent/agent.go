@@ -5,9 +5,9 @@
 // The loop goroutine is the only place that touches election state, does the
 // protocol's I/O and reads the clock for it. For every Ready it persists the
 // HardState and the observed epoch (fsync), then sends the messages, then
-// announces the change, then advances — never in another order. The agent must never report
-// leadership it cannot vouch for: every answer is computed from the
-// protocol's Status at the instant of asking.
+// announces the change, then advances — never in another order. The agent
+// must never report leadership it cannot vouch for: every answer is
+// computed from the protocol's Status at the instant of asking.
 package agent
 
 import (

@@ -3,8 +3,8 @@
 // priorities and the liveness verdicts on each, the resign machinery
 // (abstention), the preempt_delay clock (Stability), the highest epoch
 // seen, the follower timeout and the checks of their configuration and
-// input. Each protocol keeps its own
-// algorithm; this package keeps one copy of the bookkeeping around it.
+// input. Each protocol keeps its own algorithm; this package keeps one
+// copy of the bookkeeping around it.
 //
 // Like protocols it is pure: no goroutines, I/O, clock reads or global
 // randomness.
