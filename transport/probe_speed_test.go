@@ -196,10 +196,10 @@ func TestUnprobedMemberCostsNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// c, probed, is the yardstick: once it had many probes, b had as
-	// many chances.
-	waitUntil(t, "a's first probe of c", func() bool { return a.peerOf(3).probes.Load() >= 1 })
-	time.Sleep(100 * time.Millisecond) // ten fast periods
+	// c, probed at the fast speed because a sends to it, is the
+	// yardstick: once it had several probes, b had as many chances.
+	a.Send(3, protocols.Message{Kind: protocols.MsgHeartbeat, From: 1, To: 3})
+	waitUntil(t, "a to probe c five times", func() bool { return a.peerOf(3).probes.Load() >= 5 })
 	if n := a.peerOf(2).probes.Load(); n != 0 {
 		t.Errorf("a probed b, which it was told not to probe, %d times", n)
 	}
