@@ -85,6 +85,9 @@ type testServer struct {
 	client *http.Client
 }
 
+// startServer serves be (nil: a follower of n2) on a fresh socket until the
+// test ends. opts.Backend, when set, is served instead: a fake that adds
+// endpoints to be (maint, voters).
 func startServer(t *testing.T, be *fakeBackend, opts Options) *testServer {
 	t.Helper()
 	if be == nil {
@@ -93,7 +96,9 @@ func startServer(t *testing.T, be *fakeBackend, opts Options) *testServer {
 	if opts.Hub == nil {
 		opts.Hub = NewHub(0)
 	}
-	opts.Backend = be
+	if opts.Backend == nil {
+		opts.Backend = be
+	}
 	srv, err := New(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -39,26 +38,7 @@ func startMaintServer(t *testing.T) (*testServer, *maintBackend) {
 	t.Helper()
 	fb := &fakeBackend{status: api.Status{Node: "n1", ID: 1, Protocol: "majority", Role: api.RoleFollower}}
 	mb := &maintBackend{fakeBackend: fb}
-	opts := Options{Backend: mb, Hub: NewHub(0)}
-	srv, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	socket := filepath.Join(shortTempDir(t), "agent.sock")
-	ln, err := Listen(socket, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	ts := &testServer{srv: srv, hub: opts.Hub, be: fb, socket: socket, client: unixClient(socket)}
-	t.Cleanup(func() {
-		_ = srv.Shutdown(context.Background())
-		<-served
-		opts.Hub.Close()
-		ts.client.CloseIdleConnections()
-	})
-	return ts, mb
+	return startServer(t, fb, Options{Backend: mb}), mb
 }
 
 func TestMaint(t *testing.T) {

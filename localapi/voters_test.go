@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -44,32 +43,10 @@ func (v *voterFake) ChangeVoters(_ context.Context, c api.VoterChange) (api.Vote
 
 func startVoterServer(t *testing.T, be Backend) (*client.Client, *http.Client) {
 	t.Helper()
-	hub := NewHub(0)
-	srv, err := New(Options{Backend: be, Hub: hub})
-	if err != nil {
-		t.Fatal(err)
-	}
-	socket := filepath.Join(shortTempDir(t), "agent.sock")
-	ln, err := Listen(socket, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	c := client.New(socket)
-	hc := unixClient(socket)
-	t.Cleanup(func() {
-		c.Close()
-		hc.CloseIdleConnections()
-		if err := srv.Shutdown(context.Background()); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-		hub.Close()
-	})
-	return c, hc
+	ts := startServer(t, nil, Options{Backend: be})
+	c := client.New(ts.socket)
+	t.Cleanup(c.Close)
+	return c, ts.client
 }
 
 func postVoters(t *testing.T, hc *http.Client, body string) (int, string) {
