@@ -469,20 +469,15 @@ func (n *Node) nudge(l protocols.ID) {
 // preempt delay over.
 func (n *Node) SetCandidacy(now protocols.Time, c protocols.Candidacy) {
 	n.now = now
-	if n.members.SetPriority(n.id, c.Priority) {
+	prio, eligibility := highest.SetCandidacy(now, c, n.id, n.members, &n.ineligible, &n.stable, &n.abstain)
+	if prio {
 		n.log.Infow("bully: priority changed", "node", n.id, "priority", c.Priority)
 	}
-	if c.Ineligible == n.ineligible {
+	if !eligibility {
 		return
 	}
-	n.ineligible = c.Ineligible
 	n.log.Infow("bully: candidacy changed", "node", n.id, "eligible", !c.Ineligible)
 	if !n.ineligible {
-		// Its delay starts over, and it no longer spares the leader that
-		// replaced it when it resigned on turning ineligible: once stable
-		// it takes leadership back if it ranks higher.
-		n.stable.Restart(now)
-		n.abstain.Forgive()
 		return
 	}
 	switch n.st {

@@ -349,6 +349,27 @@ func (a *Abstention) Spares(now protocols.Time, leader protocols.ID) bool {
 	return leader == a.yieldTo || a.Active(now)
 }
 
+// SetCandidacy does what bully and ring do alike with node self's new
+// candidacy c: its priority goes into the roster, and on turning eligible
+// its preempt delay starts over and it no longer spares the leader that
+// replaced it when it resigned on turning ineligible — once stable it
+// takes leadership back if it ranks higher. It reports whether the
+// priority and whether the eligibility changed; the protocol logs, and on
+// turning ineligible leaves what it was doing in its own way.
+func SetCandidacy(now protocols.Time, c protocols.Candidacy, self protocols.ID, r *Roster,
+	ineligible *bool, s *Stability, a *Abstention) (priorityChanged, eligibilityChanged bool) {
+	priorityChanged = r.SetPriority(self, c.Priority)
+	if c.Ineligible == *ineligible {
+		return priorityChanged, false
+	}
+	*ineligible = c.Ineligible
+	if !c.Ineligible {
+		s.Restart(now)
+		a.Forgive()
+	}
+	return priorityChanged, true
+}
+
 // Stability is the preempt_delay clock (docs/bully-ring.md): how long this
 // node has been up and eligible. It lives in the node that would take
 // over, because only that node knows when it started and when it last
