@@ -195,3 +195,37 @@ func TestMergeByKeyKeepsOtherSeries(t *testing.T) {
 		t.Fatal("mergeByKey changed its input")
 	}
 }
+
+// TestIdleTargetsReadDefaultsAndFrugal checks that the idle targets are
+// read at the defaults and at the frugal profile, each row named for its
+// settings, and that the fast profile (which spends more by design) is not
+// held to them.
+func TestIdleTargetsReadDefaultsAndFrugal(t *testing.T) {
+	row := func(profile string, leader, follower float64) steadyResult {
+		return steadyResult{Protocol: "majority", Profile: profile, N: 5, Running: 5,
+			CPU: []float64{leader, follower, follower, follower, follower}, RSSMB: []float64{22, 22, 22, 22, 22}}
+	}
+	res := &results{Cost: []steadyResult{row("default", 0.021, 0.008), row("fast", 0.06, 0.03), row("frugal", 0.0067, 0.003)}}
+	got := map[string]bool{}
+	for _, tg := range evaluateTargets(res) {
+		if strings.HasPrefix(tg.What, "idle ") {
+			got[tg.What] = tg.Met
+		}
+	}
+	want := map[string]bool{
+		"idle majority leader CPU (5 agents)":                               false,
+		"idle majority follower CPU (5 agents, worst of 4)":                 false,
+		"idle majority agent RSS (5 agents, worst of 5)":                    true,
+		"idle majority leader CPU (5 agents, frugal profile)":               true,
+		"idle majority follower CPU (5 agents, frugal profile, worst of 4)": true,
+		"idle majority agent RSS (5 agents, frugal profile, worst of 5)":    true,
+	}
+	if len(got) != len(want) {
+		t.Errorf("idle targets %v, want %v", got, want)
+	}
+	for what, met := range want {
+		if m, ok := got[what]; !ok || m != met {
+			t.Errorf("target %q: met=%v present=%v, want met=%v", what, m, ok, met)
+		}
+	}
+}

@@ -36,6 +36,15 @@ var (
 		"-detector.min_std_dev=5ms",
 		"-gossip.profile=local",
 	}}
+	// frugalProfile is the documented low-cost profile (config.example.toml):
+	// a quarter of the default heartbeats and gossip at memberlist's WAN
+	// pace, for hosts where an idle agent must stay under 1 % of a core and
+	// a failover of about half a second is acceptable.
+	frugalProfile = profile{Name: "frugal", Flags: []string{
+		"-detector.heartbeat_interval=200ms",
+		"-election.election_timeout=600ms",
+		"-gossip.profile=wan",
+	}}
 )
 
 // agentStatus is the part of a /v1/status or /v1/watch line the bench reads.

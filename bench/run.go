@@ -193,13 +193,16 @@ func runParts(ctx context.Context, o *options, res *results) error {
 			}
 		}
 		// The fast profile's target is for 5 agents, majority; the other
-		// protocols show what the same timings do for them.
-		for _, protocol := range o.protocols {
-			r, err := measureFailover(ctx, o, protocol, fastProfile, pick(o.sizes, 5), o.trials)
-			if err != nil {
-				return err
+		// protocols show what the same timings do for them. The frugal
+		// profile shows what its idle savings cost in failover.
+		for _, prof := range []profile{fastProfile, frugalProfile} {
+			for _, protocol := range o.protocols {
+				r, err := measureFailover(ctx, o, protocol, prof, pick(o.sizes, 5), o.trials)
+				if err != nil {
+					return err
+				}
+				all = append(all, r)
 			}
-			all = append(all, r)
 		}
 		res.Failover = mergeByKey(res.Failover, all, func(f failoverResult) string { return fmt.Sprint(f.Protocol, f.Profile, f.N) })
 		if err := save("failover"); err != nil {
@@ -245,6 +248,13 @@ func runParts(ctx context.Context, o *options, res *results) error {
 				return err
 			}
 			res.Cost = append(res.Cost, r)
+			for _, protocol := range o.protocols {
+				r, err := measureSteady(ctx, o, protocol, frugalProfile, 5, nil, max(5*time.Second, min(time.Minute, o.steady)), "idle")
+				if err != nil {
+					return err
+				}
+				res.Cost = append(res.Cost, r)
+			}
 		}
 		if err := save("cost"); err != nil {
 			return err

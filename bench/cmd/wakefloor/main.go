@@ -40,16 +40,22 @@ func main() {
 	}
 	followers := flag.Int("followers", 4, "followers the leader sends to")
 	interval := flag.Duration("interval", 50*time.Millisecond, "how often the leader sends to each follower")
+	udp := flag.Bool("udp", false, "send datagrams over UDP instead of a TCP stream")
+	answerEvery := flag.Int("answer-every", 1, "followers echo every Nth message only")
 	window := flag.Duration("window", 30*time.Second, "measurement window")
 	settle := flag.Duration("settle", 3*time.Second, "pause before the window")
 	flag.Parse()
-	if err := run(*followers, *interval, *window, *settle); err != nil {
+	if err := run(*followers, *interval, *answerEvery, *udp, *window, *settle); err != nil {
 		fmt.Fprintln(os.Stderr, "wakefloor:", err)
 		os.Exit(1)
 	}
 }
 
-func run(followers int, interval, window, settle time.Duration) error {
+func run(followers int, interval time.Duration, answerEvery int, udp bool, window, settle time.Duration) error {
+	network := "tcp"
+	if udp {
+		network = "udp"
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find own binary: %w", err)
@@ -77,7 +83,7 @@ func run(followers int, interval, window, settle time.Duration) error {
 	}
 	var addrs []string
 	for range followers {
-		_, out, err := start("echo")
+		_, out, err := start("echo", strconv.Itoa(answerEvery), network)
 		if err != nil {
 			return fmt.Errorf("start follower: %w", err)
 		}
@@ -87,7 +93,7 @@ func run(followers int, interval, window, settle time.Duration) error {
 		}
 		addrs = append(addrs, strings.TrimSpace(line))
 	}
-	if _, _, err := start("leader", interval.String(), strings.Join(addrs, ",")); err != nil {
+	if _, _, err := start("leader", interval.String(), strings.Join(addrs, ","), network); err != nil {
 		return fmt.Errorf("start leader: %w", err)
 	}
 	time.Sleep(settle)
@@ -99,7 +105,7 @@ func run(followers int, interval, window, settle time.Duration) error {
 	}
 	load := loadAvg()
 	time.Sleep(window)
-	fmt.Printf("%d followers, a message to each every %v, %v window, load %s → %s\n", followers, interval, window, load, loadAvg())
+	fmt.Printf("%s: %d followers, a message to each every %v answered every %d, %v window, load %s → %s\n", network, followers, interval, answerEvery, window, load, loadAvg())
 	for i, p := range procs {
 		after, err := cpuOf(p.Process.Pid)
 		if err != nil {
@@ -146,6 +152,13 @@ func loadAvg() string {
 func child(args []string) error {
 	switch args[0] {
 	case "echo":
+		every, err := strconv.Atoi(args[1])
+		if err != nil || every < 1 {
+			return fmt.Errorf("answer every %q: want a positive count", args[1])
+		}
+		if args[2] == "udp" {
+			return echoDatagrams(every)
+		}
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return err
@@ -156,9 +169,12 @@ func child(args []string) error {
 			return err
 		}
 		buf := make([]byte, msgSize)
-		for {
+		for n := 1; ; n++ {
 			if _, err := io.ReadFull(c, buf); err != nil {
 				return nil
+			}
+			if n%every != 0 {
+				continue
 			}
 			if _, err := c.Write(buf); err != nil {
 				return nil
@@ -171,7 +187,7 @@ func child(args []string) error {
 		}
 		var conns []net.Conn
 		for _, a := range strings.Split(args[2], ",") {
-			c, err := net.Dial("tcp", a)
+			c, err := net.Dial(args[3], a)
 			if err != nil {
 				return err
 			}
@@ -195,4 +211,26 @@ func child(args []string) error {
 		}
 	}
 	return fmt.Errorf("unknown role %q", args[0])
+}
+
+// echoDatagrams answers every Nth datagram to its sender.
+func echoDatagrams(every int) error {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	fmt.Println(pc.LocalAddr())
+	buf := make([]byte, msgSize)
+	for n := 1; ; n++ {
+		_, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			return nil
+		}
+		if n%every != 0 {
+			continue
+		}
+		if _, err := pc.WriteTo(buf, from); err != nil {
+			return nil
+		}
+	}
 }
