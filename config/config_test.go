@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -573,4 +574,69 @@ func FuzzLoad(f *testing.F) {
 			t.Errorf("accepted socket %q", c.API.Socket)
 		}
 	})
+}
+
+// TestExampleProfilesAreValid reads the timing profiles written out as
+// comments at the end of config.example.toml ("# Name: …" then
+// "#   [section]  key = value" lines) and checks that each one, applied to
+// the example, decodes and validates: a profile an operator copies must
+// not be refused at start.
+func TestExampleProfilesAreValid(t *testing.T) {
+	raw, err := os.ReadFile("../config.example.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A profile starts after an empty comment line with "# Name: …"; its
+	// settings are "#   [section]  key = value" lines, continued by
+	// "#               key = value".
+	var (
+		name    = regexp.MustCompile(`^# ([A-Z][a-z]+): `)
+		opening = regexp.MustCompile(`^#   (\[[a-z]+\])\s+([a-z_]+ = .+)$`)
+		more    = regexp.MustCompile(`^#\s{6,}([a-z_]+ = .+)$`)
+	)
+	_, profiles, found := strings.Cut(string(raw), "\n# Profiles.")
+	if !found {
+		t.Fatal(`config.example.toml has no "# Profiles." part`)
+	}
+	tables := map[string]map[string][]string{} // profile → section → lines
+	var profile, section, prev string
+	for _, line := range strings.Split(profiles, "\n") {
+		switch m := []([]string){name.FindStringSubmatch(line), opening.FindStringSubmatch(line), more.FindStringSubmatch(line)}; {
+		case m[0] != nil && prev == "#":
+			profile, section = m[0][1], ""
+			tables[profile] = map[string][]string{}
+		case m[1] != nil && profile != "":
+			section = m[1][1]
+			tables[profile][section] = append(tables[profile][section], m[1][2])
+		case m[2] != nil && section != "":
+			tables[profile][section] = append(tables[profile][section], m[2][1])
+		}
+		prev = line
+	}
+	for _, want := range []string{"Fast", "Slow", "Frugal"} {
+		if len(tables[want]) == 0 {
+			t.Errorf("profile %q not found in config.example.toml", want)
+		}
+	}
+	for name, sections := range tables {
+		var toml strings.Builder
+		for section, lines := range sections {
+			toml.WriteString(section + "\n" + strings.Join(lines, "\n") + "\n")
+		}
+		base, err := Load("../config.example.toml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := base
+		if err := c.Decode(name, strings.NewReader(toml.String())); err != nil {
+			t.Errorf("profile %s does not decode: %v\n%s", name, err, toml.String())
+			continue
+		}
+		if err := c.Validate(); err != nil {
+			t.Errorf("profile %s is refused: %v\n%s", name, err, toml.String())
+		}
+		if reflect.DeepEqual(c, base) {
+			t.Errorf("profile %s changes nothing", name)
+		}
+	}
 }
