@@ -184,6 +184,9 @@ type Node struct {
 	suspected map[protocols.ID]bool
 	// suspectAt caches each detector's SuspectAt until its next heartbeat.
 	suspectAt map[protocols.ID]protocols.Time
+	// priorityDue holds suspected members whose gossip priority changed:
+	// the protocol gets it once the suspicion clears (priorityChanged).
+	priorityDue map[protocols.ID]bool
 	// refused holds live members refused for claiming an id another
 	// member holds, by name; they are admitted once the id is free.
 	refused map[string]membership.Member
