@@ -128,3 +128,33 @@ func TestGossipPriorityChangeReachesBully(t *testing.T) {
 		t.Errorf("ELECTION sent to %v: a member whose settings disagree was brought back by its priority change", to)
 	}
 }
+
+// TestGossipPriorityChangeReachesRing: the same for ring. Node 1 (priority
+// 5) relays an election round carrying member 2, whose metadata raised its
+// priority from 0 to 10 (the round comes from member 3, so 2's own
+// messages cannot have told it): it forwards 2, which ranks above it now.
+// Before, it ranked 2 at 0 and replaced the round by its own candidacy.
+func TestGossipPriorityChangeReachesRing(t *testing.T) {
+	tn := policyNode(t, ProtocolSpec{Protocol: ProtocolRing, RingAlgorithm: "lcr", Candidacy: protocols.Candidacy{Priority: 5}}, false, Unsafe{})
+	p := member("p", 2, membership.StateAlive)
+	tn.applyMember(p)
+	tn.applyMember(member("q", 3, membership.StateAlive))
+	p.Priority = 10
+	tn.applyMember(p)
+	if err := tn.Step(tn.now, protocols.Message{Kind: protocols.MsgRingElect, From: 3, To: 1, Candidate: 2, Hops: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var cands []protocols.ID
+	for tn.HasReady() {
+		rd := tn.Ready()
+		for _, m := range rd.Messages {
+			if m.Kind == protocols.MsgRingElect {
+				cands = append(cands, m.Candidate)
+			}
+		}
+		tn.Advance(rd)
+	}
+	if !slices.Equal(cands, []protocols.ID{2}) {
+		t.Errorf("election messages sent for candidates %v, want [2]: 2's priority 10 ranks it above this node's 5", cands)
+	}
+}
