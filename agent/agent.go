@@ -558,7 +558,7 @@ func (a *Agent) handleReady() error {
 		}
 		if rd.Digest != "" {
 			if dg, ok := a.cluster.(membership.Digester); ok {
-				if err := dg.SetDigest(rd.Digest); err != nil {
+				if err := dg.SetDigest(rd.Digest, rd.DigestExt); err != nil {
 					a.log.Warn("cannot publish the settings digest", zap.Error(err))
 				}
 			}

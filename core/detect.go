@@ -36,7 +36,20 @@ func (n *Node) heard(now protocols.Time, id protocols.ID) {
 	if n.suspected[id] {
 		delete(n.suspected, id)
 		n.log.Infow("member heard again", "member", n.byID[id])
-		n.proto.Suspect(now, id, false)
+		n.unsuspect(now, id)
+	}
+}
+
+// unsuspect tells the protocol id is no longer suspected, and then hands
+// it the priority gossip changed while it was (priorityChanged).
+func (n *Node) unsuspect(now protocols.Time, id protocols.ID) {
+	n.proto.Suspect(now, id, false)
+	if !n.priorityDue[id] {
+		return
+	}
+	delete(n.priorityDue, id)
+	if m, ok := n.members[n.byID[id]]; ok && m.ID == id && isLive(m) && !n.settingsConflict(id) {
+		n.proto.MemberUp(now, m.ProtocolMember())
 	}
 }
 
@@ -117,7 +130,7 @@ func (n *Node) forgetDetectors(now protocols.Time, leader protocols.ID) {
 	}
 	slices.Sort(cleared) // id order, for exact replays
 	for _, id := range cleared {
-		n.proto.Suspect(now, id, false)
+		n.unsuspect(now, id)
 	}
 }
 
@@ -136,8 +149,11 @@ func (n *Node) forgetDetector(now protocols.Time, id protocols.ID) {
 	delete(n.suspectAt, id)
 	if n.suspected[id] {
 		delete(n.suspected, id)
-		n.proto.Suspect(now, id, false)
+		n.unsuspect(now, id)
 	}
+	// A member down or gone gets its priority with the MemberUp that
+	// brings it back.
+	delete(n.priorityDue, id)
 }
 
 // stepped settles the watch on the sender of m once the protocol has taken

@@ -64,6 +64,8 @@ func (n *Node) applyMember(now protocols.Time, m membership.Member) {
 			n.log.Infow("member up", "member", m.Name, "id", uint64(m.ID))
 			n.proto.MemberUp(now, m.ProtocolMember())
 			n.greet(now, m.Name)
+		} else if prev.Priority != m.Priority {
+			n.priorityChanged(now, m, prev.Priority)
 		}
 	case membership.StateDead, membership.StateLeft:
 		if _, refused := n.refused[m.Name]; refused {
@@ -84,6 +86,31 @@ func (n *Node) applyMember(now protocols.Time, m membership.Member) {
 			n.forgetProbe(m.ID)
 		}
 		n.admitRefused(now, m.ID)
+	}
+}
+
+// priorityChanged hands a live member's new gossip priority to the
+// protocol at once. Bully and ring rank members by (priority, id) and
+// otherwise learn a change only from the member's next message or its
+// next MemberUp, so an agent restarted with another node.priority before
+// gossip declared it dead (its metadata changes, it never goes down) was
+// ranked by the old one. MemberUp of a known member updates its record;
+// the protocols' rosters also clear their suspicion of it, so while the
+// detector suspects the member the update waits until the suspicion
+// clears (unsuspect). A member out of the election for its settings
+// (compareDigest told the protocol it is down) gets it with the MemberUp
+// that takes it back.
+func (n *Node) priorityChanged(now protocols.Time, m membership.Member, old uint8) {
+	n.log.Infow("member priority changed", "member", m.Name, "old", old, "priority", m.Priority)
+	switch {
+	case n.settingsConflict(m.ID):
+	case n.suspected[m.ID]:
+		if n.priorityDue == nil {
+			n.priorityDue = make(map[protocols.ID]bool)
+		}
+		n.priorityDue[m.ID] = true
+	default:
+		n.proto.MemberUp(now, m.ProtocolMember())
 	}
 }
 

@@ -121,12 +121,25 @@ func TestChurnDoesNotGrow(t *testing.T) {
 		a.applyMember(m)
 		a.heard(m.ID)
 	}
+	for i := range 100 {
+		// Suspected, a new priority held for it (priorityChanged), dead.
+		id := protocols.ID(9000 + i)
+		m := member(fmt.Sprintf("s%d", i), id, membership.StateAlive)
+		a.applyMember(m)
+		a.suspect(t, id)
+		m.Priority = 7
+		a.applyMember(m)
+		m.State = membership.StateDead
+		a.applyMember(m)
+		m.State = membership.StateReaped
+		a.applyMember(m)
+	}
 	if n := len(a.peers); n != 1 {
 		t.Errorf("transport peers after churn: %d, want 1 (x)", n)
 	}
-	if len(a.members) != 1 || len(a.byID) != 1 || len(a.detectors) > 1 || len(a.suspectAt) > 1 || len(a.refused) != 0 {
-		t.Errorf("after churn: %d members, %d ids, %d detectors, %d suspectAt, %d refused; want 1, 1, ≤1, ≤1, 0",
-			len(a.members), len(a.byID), len(a.detectors), len(a.suspectAt), len(a.refused))
+	if len(a.members) != 1 || len(a.byID) != 1 || len(a.detectors) > 1 || len(a.suspectAt) > 1 || len(a.refused) != 0 || len(a.priorityDue) != 0 {
+		t.Errorf("after churn: %d members, %d ids, %d detectors, %d suspectAt, %d refused, %d priorities held; want 1, 1, ≤1, ≤1, 0, 0",
+			len(a.members), len(a.byID), len(a.detectors), len(a.suspectAt), len(a.refused), len(a.priorityDue))
 	}
 }
 

@@ -146,9 +146,10 @@ type Ready struct {
 	// changed; nil otherwise.
 	Status *api.Status
 	// Digest, when not empty, is this node's new settings digest, to
-	// publish in gossip metadata (docs/voters.md).
-	Digest        string
-	Confirmations []Confirmation
+	// publish in gossip metadata with DigestExt, its extension (which may
+	// be empty; docs/voters.md).
+	Digest, DigestExt string
+	Confirmations     []Confirmation
 
 	proto    protocols.Ready
 	hasProto bool
@@ -184,6 +185,9 @@ type Node struct {
 	suspected map[protocols.ID]bool
 	// suspectAt caches each detector's SuspectAt until its next heartbeat.
 	suspectAt map[protocols.ID]protocols.Time
+	// priorityDue holds suspected members whose gossip priority changed:
+	// the protocol gets it once the suspicion clears (priorityChanged).
+	priorityDue map[protocols.ID]bool
 	// refused holds live members refused for claiming an id another
 	// member holds, by name; they are admitted once the id is free.
 	refused map[string]membership.Member
@@ -329,7 +333,7 @@ func (n *Node) Ready() Ready {
 	rd.Status, n.pending = n.pending, nil
 	rd.Confirmations, n.settled = n.settled, nil
 	if !n.vt.published {
-		rd.Digest, n.vt.published = n.vt.digest, true
+		rd.Digest, rd.DigestExt, n.vt.published = n.vt.digest, n.vt.digestExt, true
 	}
 	return rd
 }

@@ -48,9 +48,9 @@ const RemovedGrace = 10 * time.Second
 // membership.MaxDigestLen.
 const maxDigestVoters = 48
 
-// seenDigest is a member's digest and this agent's when they were last
-// compared.
-type seenDigest struct{ theirs, ours string }
+// seenDigest is a member's digest and its extension, and this agent's
+// digest, when they were last compared.
+type seenDigest struct{ theirs, theirsExt, ours string }
 
 // digestConflict is one member's disagreement with this agent.
 type digestConflict struct {
@@ -60,6 +60,9 @@ type digestConflict struct {
 	// told the member is down while it stays so (memberDown).
 	bootstrap bool
 	line      string // "" when there is nothing to report
+	// ext reports the settings of the digest's extension that differ
+	// ("" when none): reported, never a reason to drop messages.
+	ext string
 }
 
 // voterTrack follows the protocol's voter configuration for the
@@ -75,6 +78,7 @@ type voterTrack struct {
 	// from, each member's last compared (with ours) and the current
 	// disagreements by member name.
 	digest     string
+	digestExt  string
 	digestConf protocols.Configuration
 	published  bool
 	seen       map[string]seenDigest
@@ -208,8 +212,11 @@ func (n *Node) problems() api.Problems {
 		}
 		slices.Sort(names)
 		for _, name := range names {
-			if l := n.vt.conflicts[name].line; l != "" && !slices.Contains(lines, l) {
-				lines = append(lines, l)
+			c := n.vt.conflicts[name]
+			for _, l := range []string{c.line, c.ext} {
+				if l != "" && !slices.Contains(lines, l) {
+					lines = append(lines, l)
+				}
 			}
 		}
 	}
@@ -232,6 +239,82 @@ func (n *Node) problems() api.Problems {
 // ring: the algorithm); TERM.INDEX and VOTERS are the newest voter
 // configuration (majority; VOTERS is "#" and a hash when the list is too
 // long for the metadata budget).
+
+// The digest's extension (membership.SetDigest's ext) holds the settings
+// whose mismatch does not break the protocol's guarantees but lets one
+// agent disrupt the others, as space-separated KEY=VALUE words (at most
+// membership.MaxDigestExtLen bytes). A key is compared only when both
+// agents publish it: an older agent publishes no extension, and a later
+// one may add keys, so neither gives a mismatch where the settings both
+// know agree. They are not in SETTINGS because an agent from before them
+// compares SETTINGS as a whole and ignores the election messages of a
+// member whose SETTINGS differ: during a rolling upgrade it would shut
+// every upgraded agent out of the election.
+
+// digestExtKeys names the extension's keys: the config key each stands
+// for and what a mismatch does.
+var digestExtKeys = []struct{ key, setting, harm string }{
+	{"pv", "election.prevote", "a voter without pre-vote raises its term while cut off and deposes a healthy leader when it comes back"},
+	{"cq", "election.check_quorum", "a leader without check-quorum does not step down when it loses the majority, and the voters it still reaches refuse to elect another"},
+}
+
+// digestExt is the extension for this node's election ("" for none).
+func (n *Node) digestExt() string {
+	e := n.cfg.Election
+	if e.Protocol != ProtocolMajority {
+		return ""
+	}
+	return "pv=" + boolDigit(e.PreVote) + " cq=" + boolDigit(e.CheckQuorum)
+}
+
+func boolDigit(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// showExtValue prints an extension value for people.
+func showExtValue(v string) string {
+	switch v {
+	case "1":
+		return "true"
+	case "0":
+		return "false"
+	}
+	return strconv.Quote(v)
+}
+
+// extValue returns key's value in extension ext, and whether ext has it.
+// ext is bounded by membership.MaxDigestExtLen: the walk is short.
+func extValue(ext, key string) (string, bool) {
+	for w := range strings.FieldsSeq(ext) {
+		if k, v, ok := strings.Cut(w, "="); ok && k == key {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// compareExt describes how member name's extension differs from ours in
+// the keys both publish ("" when it does not).
+func compareExt(name, ours, theirs string) string {
+	if ours == theirs || ours == "" || theirs == "" {
+		return ""
+	}
+	var diffs []string
+	for _, k := range digestExtKeys {
+		a, okA := extValue(ours, k.key)
+		b, okB := extValue(theirs, k.key)
+		if okA && okB && a != b {
+			diffs = append(diffs, fmt.Sprintf("%s is %s there, %s here (%s)", k.setting, showExtValue(b), showExtValue(a), k.harm))
+		}
+	}
+	if len(diffs) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s runs with other election settings: %s; set them the same on every agent", name, strings.Join(diffs, "; "))
+}
 
 // digestSettings is the SETTINGS part for this node's election.
 func (n *Node) digestSettings() string {
@@ -289,6 +372,7 @@ func (n *Node) checkDigest(now protocols.Time) {
 	if t.digest == "" || conf != t.digestConf {
 		t.digestConf = conf
 		t.digest = makeDigest(n.digestSettings(), conf)
+		t.digestExt = n.digestExt()
 		t.published = false
 		t.membersSeen = false
 		if conf.Index > 0 && len(t.heldDown) > 0 {
@@ -312,7 +396,7 @@ func (n *Node) checkDigest(now protocols.Time) {
 			}
 			continue
 		}
-		if seen, ok := t.seen[name]; !ok || seen.theirs != m.Digest || seen.ours != t.digest {
+		if seen, ok := t.seen[name]; !ok || seen.theirs != m.Digest || seen.theirsExt != m.DigestExt || seen.ours != t.digest {
 			changed = append(changed, name)
 		}
 	}
@@ -322,8 +406,8 @@ func (n *Node) checkDigest(now protocols.Time) {
 	slices.Sort(changed)
 	for _, name := range changed {
 		m := n.members[name]
-		t.seen[name] = seenDigest{theirs: m.Digest, ours: t.digest}
-		n.compareDigest(now, name, m.Digest)
+		t.seen[name] = seenDigest{theirs: m.Digest, theirsExt: m.DigestExt, ours: t.digest}
+		n.compareDigest(now, name, m.Digest, m.DigestExt)
 	}
 	for name := range t.seen {
 		if _, ok := n.members[name]; !ok {
@@ -334,18 +418,21 @@ func (n *Node) checkDigest(now protocols.Time) {
 }
 
 // compareDigest records (and logs, once per change) how member name's
-// digest disagrees with this node's, or forgets a disagreement that ended.
-func (n *Node) compareDigest(now protocols.Time, name, theirs string) {
+// digest and its extension disagree with this node's, or forgets a
+// disagreement that ended.
+func (n *Node) compareDigest(now protocols.Time, name, theirs, theirsExt string) {
 	t := &n.vt
 	ourSet, ourVer, ourVoters := splitDigest(t.digest)
 	set, ver, voters := splitDigest(theirs)
+	prev, was := t.conflicts[name]
 	var c digestConflict
+	agree := false
 	switch {
 	case set != ourSet:
 		c = digestConflict{settings: true, line: fmt.Sprintf("%s runs with other settings (%q; this agent %q): its election messages are ignored until they agree", name, set, ourSet)}
 		n.log.Warnw("a member runs with settings that must be the same on every agent; ignoring its election messages",
 			"member", name, "theirs", set, "ours", ourSet)
-		if prev := t.conflicts[name]; !prev.settings {
+		if !prev.settings {
 			// Out of the election altogether, not only unheard: the
 			// bootstrap would otherwise wait for its answer for ever.
 			if m, ok := n.members[name]; ok && n.byID[m.ID] == name {
@@ -379,14 +466,28 @@ func (n *Node) compareDigest(now protocols.Time, name, theirs string) {
 		n.log.Warnw("a member holds another voter list at the same configuration version; votes between the two are refused",
 			"member", name, "version", ver, "theirs", showVoters(voters), "ours", showVoters(ourVoters))
 	default:
-		if prev, was := t.conflicts[name]; was {
-			if prev.line != "" {
+		agree = true
+	}
+	// Reported, not acted on: neither setting is needed for one leader
+	// per term or for the lease, and ignoring the member would cost the
+	// cluster a voter, or its quorum while half the agents have been
+	// changed, for a disruption at most.
+	if c.ext = compareExt(name, t.digestExt, theirsExt); c.ext != "" && c.ext != prev.ext {
+		n.log.Warnw("a member runs with other election settings; set them the same on every agent",
+			"member", name, "theirs", theirsExt, "ours", t.digestExt)
+	}
+	if prev.settings && !c.settings {
+		// Back in the election, whatever else still differs.
+		if m, ok := n.members[name]; ok && n.byID[m.ID] == name && isLive(m) {
+			n.proto.MemberUp(now, m.ProtocolMember())
+		}
+	}
+	if agree && c.ext == "" {
+		if was {
+			if prev.line != "" || prev.ext != "" {
 				n.log.Infow("a member agrees again", "member", name, "digest", theirs)
 			}
 			delete(t.conflicts, name)
-			if m, ok := n.members[name]; ok && prev.settings && n.byID[m.ID] == name && isLive(m) {
-				n.proto.MemberUp(now, m.ProtocolMember())
-			}
 		}
 		return
 	}

@@ -1,6 +1,7 @@
 package membership
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,8 +11,9 @@ import (
 // Digester is implemented by clusters whose members publish a settings
 // digest in their metadata (Membership; not the in-memory cluster).
 type Digester interface {
-	// SetDigest publishes d as this node's settings digest.
-	SetDigest(d string) error
+	// SetDigest publishes d as this node's settings digest and ext as
+	// its extension.
+	SetDigest(d, ext string) error
 }
 
 var _ Digester = (*Membership)(nil)
@@ -30,19 +32,31 @@ func (m *Membership) kickDigest() {
 
 // SetDigest publishes d, a short description of the settings that must
 // agree cluster-wide (the agent's business; at most MaxDigestLen bytes),
-// in this node's metadata. Peers see it as Member.Digest with an
-// EventUpdate. It never blocks on the network: memberlist's UpdateNode
-// waits until the change is gossiped, so a background goroutine calls it,
-// once for any number of changes made meanwhile.
-func (m *Membership) SetDigest(d string) error {
+// and ext, settings an agent compares only when the member publishes them
+// too (at most MaxDigestExtLen bytes; older agents skip it), in this
+// node's metadata. Peers see them as Member.Digest and Member.DigestExt
+// with an EventUpdate. When ext would not fit beside the rest, d is
+// published without it (an older agent's metadata), rather than neither.
+// It never blocks on the network: memberlist's UpdateNode waits until the
+// change is gossiped, so a background goroutine calls it, once for any
+// number of changes made meanwhile.
+func (m *Membership) SetDigest(d, ext string) error {
 	m.metaMu.Lock()
 	defer m.metaMu.Unlock()
-	if m.nm.Digest == d {
+	if m.nm.Digest == d && m.nm.DigestExt == ext {
 		return nil
 	}
 	nm := m.nm
-	nm.Digest, nm.Leaving = d, false
+	nm.Digest, nm.DigestExt, nm.Leaving = d, ext, false
+	if len(ext) > MaxDigestExtLen {
+		return fmt.Errorf("membership: settings digest: %w: extension of %d bytes, at most %d", ErrMetaTooLarge, len(ext), MaxDigestExtLen)
+	}
 	meta, err := encodeMeta(nm)
+	if errors.Is(err, ErrMetaTooLarge) && ext != "" && len(d) <= MaxDigestLen {
+		m.log.Warn("publishing the settings digest without its extension: the metadata would exceed memberlist's limit", zap.Error(err))
+		nm.DigestExt = ""
+		meta, err = encodeMeta(nm)
+	}
 	if err != nil {
 		return fmt.Errorf("membership: settings digest: %w", err)
 	}

@@ -59,6 +59,9 @@ type Member struct {
 	// Priority is the node's node.priority; 0 from agents that publish
 	// none.
 	Priority uint8
+	// DigestExt is the extension of the node's settings digest
+	// (SetDigest), "" from agents that publish none.
+	DigestExt string
 }
 
 // ProtocolMember returns the part of m an election protocol needs.

@@ -460,17 +460,18 @@ func (m *Membership) record(kind EventKind, n *memberlist.Node, state State) {
 		return
 	}
 	mb := Member{
-		Name:     n.Name,
-		ID:       meta.ID,
-		Voter:    meta.Voter,
-		Addr:     net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port))),
-		PeerID:   meta.PeerID,
-		PeerAddr: meta.PeerAddr,
-		Version:  meta.Version,
-		State:    state,
-		UserMeta: meta.User,
-		Digest:   meta.Digest,
-		Priority: meta.Priority,
+		Name:      n.Name,
+		ID:        meta.ID,
+		Voter:     meta.Voter,
+		Addr:      net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port))),
+		PeerID:    meta.PeerID,
+		PeerAddr:  meta.PeerAddr,
+		Version:   meta.Version,
+		State:     state,
+		UserMeta:  meta.User,
+		Digest:    meta.Digest,
+		Priority:  meta.Priority,
+		DigestExt: meta.DigestExt,
 	}
 	m.mu.Lock()
 	for _, other := range m.members {

@@ -41,8 +41,12 @@ var errBadMeta = errors.New("bad node metadata")
 //	uvarint len, bytes  the node's published map (node.meta, a JSON
 //	                    object; opaque here), only when not empty or a
 //	                    later field is written
-//	uvarint priority    node.priority (0–255), only when not 0; absent
-//	                    from older agents, whose priority is then 0
+//	uvarint priority    node.priority (0–255), only when not 0 or a later
+//	                    field is written; absent from older agents, whose
+//	                    priority is then 0
+//	uvarint len, bytes  the settings digest's extension (SetDigest's ext:
+//	                    settings compared key by key), only when not
+//	                    empty; absent from older agents
 //
 // ONLY APPEND fields: a decoder reads the fields it knows and ignores the
 // rest, so newer agents can add fields that older ones skip.
@@ -71,11 +75,20 @@ type nodeMeta struct {
 	// Priority is node.priority: bully and ring rank members by
 	// (priority, id), and must know it before they hear from a member.
 	Priority uint8
+	// DigestExt is the settings digest's extension (SetDigest); opaque
+	// here.
+	DigestExt string
 }
 
 // MaxDigestLen bounds the settings digest a node publishes, so that with
 // the longest peer id and address the metadata still fits MaxMetaSize.
 const MaxDigestLen = 100
+
+// MaxDigestExtLen bounds the settings digest's extension. With it the
+// metadata still fits MaxMetaSize beside the longest digest, node.meta,
+// priority, an IPv6 peer address and a node id below 2^28; when it does
+// not (a larger id), SetDigest publishes the digest without it.
+const MaxDigestExtLen = 24
 
 func encodeMeta(m nodeMeta) ([]byte, error) {
 	b := make([]byte, 0, 2+4*binary.MaxVarintLen64+len(m.PeerID)+len(m.PeerAddr))
@@ -93,19 +106,27 @@ func encodeMeta(m nodeMeta) ([]byte, error) {
 	b = append(b, m.PeerID...)
 	b = binary.AppendUvarint(b, uint64(len(m.PeerAddr)))
 	b = append(b, m.PeerAddr...)
-	if m.Digest != "" || m.User != "" || m.Priority != 0 {
+	if len(m.DigestExt) > MaxDigestExtLen {
+		return nil, fmt.Errorf("%w: settings digest extension of %d bytes, at most %d", ErrMetaTooLarge, len(m.DigestExt), MaxDigestExtLen)
+	}
+	ext := m.DigestExt != ""
+	if m.Digest != "" || m.User != "" || m.Priority != 0 || ext {
 		if len(m.Digest) > MaxDigestLen {
 			return nil, fmt.Errorf("%w: settings digest of %d bytes, at most %d", ErrMetaTooLarge, len(m.Digest), MaxDigestLen)
 		}
 		b = binary.AppendUvarint(b, uint64(len(m.Digest)))
 		b = append(b, m.Digest...)
 	}
-	if m.User != "" || m.Priority != 0 {
+	if m.User != "" || m.Priority != 0 || ext {
 		b = binary.AppendUvarint(b, uint64(len(m.User)))
 		b = append(b, m.User...)
 	}
-	if m.Priority != 0 {
+	if m.Priority != 0 || ext {
 		b = binary.AppendUvarint(b, uint64(m.Priority))
+	}
+	if ext {
+		b = binary.AppendUvarint(b, uint64(len(m.DigestExt)))
+		b = append(b, m.DigestExt...)
 	}
 	if len(b) > MaxMetaSize {
 		return nil, fmt.Errorf("%w: %d bytes, memberlist allows %d (peer id %d bytes, peer address %d bytes)",
@@ -156,6 +177,14 @@ func decodeMeta(b []byte) (nodeMeta, error) {
 						p := metaReader{b: u.b}
 						if v := p.uvarint("priority"); p.err == nil && v <= 0xff {
 							m.Priority = uint8(v)
+							if len(p.b) > 0 {
+								// Absent (older agents) or unreadable:
+								// nothing is compared.
+								x := metaReader{b: p.b}
+								if s := x.str("settings digest extension"); x.err == nil && len(s) <= MaxDigestExtLen {
+									m.DigestExt = s
+								}
+							}
 						}
 					}
 				}

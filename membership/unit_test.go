@@ -21,6 +21,8 @@ func TestMetaRoundTrip(t *testing.T) {
 		{ID: 2, Version: 1, PeerID: "p", PeerAddr: "a", User: `{"addr":"10.0.0.5:5432"}`},
 		{ID: 3, Version: 1, PeerID: "p", PeerAddr: "a", Priority: 255},
 		{ID: 4, Version: 1, Digest: "d", User: `{"a":"b"}`, Priority: 10},
+		{ID: 5, Version: 1, DigestExt: "pv=1 cq=1"},
+		{ID: 6, Version: 1, Digest: "majority et=1s|1.1|a", User: `{"a":"b"}`, Priority: 3, DigestExt: "pv=0 cq=1"},
 	} {
 		b, err := encodeMeta(m)
 		if err != nil {
@@ -87,6 +89,8 @@ func FuzzDecodeMeta(f *testing.F) {
 	prio, _ := encodeMeta(nodeMeta{ID: 7, Version: 1, PeerID: "p", PeerAddr: "a", Priority: 10})
 	f.Add(prio)
 	f.Add([]byte{1, 0, 1, 1, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	ext, _ := encodeMeta(nodeMeta{ID: 7, Version: 1, PeerID: "p", PeerAddr: "a", Digest: "majority et=1s", DigestExt: "pv=1 cq=0"})
+	f.Add(ext)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := decodeMeta(b)
 		if err != nil {
@@ -293,11 +297,12 @@ func TestMetaDigest(t *testing.T) {
 		t.Fatalf("round trip: %+v, %v; want %+v", got, err, m)
 	}
 	// With the user field and the priority after it, and fields a newer
-	// agent appends after all three, which are skipped.
+	// agent appends after them (an empty digest extension, then others),
+	// which are skipped.
 	m.User = `{"addr":"10.0.0.5:5432"}`
 	m.Priority = 10
 	b, _ = encodeMeta(m)
-	if got, err := decodeMeta(append(b, 1, 2, 3)); err != nil || got != m {
+	if got, err := decodeMeta(append(b, 0, 1, 2, 3)); err != nil || got != m {
 		t.Errorf("with the user field and appended fields: %+v, %v; want %+v", got, err, m)
 	}
 	m.Priority = 0
@@ -354,5 +359,58 @@ func TestMetaPriority(t *testing.T) {
 	}
 	if pm := (Member{ID: 5, Name: "n5", Priority: 10}).ProtocolMember(); pm.Priority != 10 {
 		t.Fatalf("ProtocolMember dropped the priority: %+v", pm)
+	}
+}
+
+// TestMetaDigestExt: the settings digest's extension travels after the
+// priority, which is then written even when 0; an older agent's metadata
+// (none) and an extension that does not parse or is too long give none
+// and keep the member usable; the longest of everything still fits beside
+// an IPv6 address with a node id below 2^28.
+func TestMetaDigestExt(t *testing.T) {
+	m := nodeMeta{ID: 5, Version: 1, PeerID: "p", PeerAddr: "a", Digest: "d", DigestExt: "pv=1 cq=1"}
+	b, err := encodeMeta(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := encodeMeta(nodeMeta{ID: 5, Version: 1, PeerID: "p", PeerAddr: "a", Digest: "d"})
+	want := append(bytes.Clone(plain), 0, 0, 9)
+	want = append(want, "pv=1 cq=1"...)
+	if !bytes.Equal(b, want) {
+		t.Fatalf("encoded %x, want %x (digest, empty user field, priority 0, extension)", b, want)
+	}
+	if got, err := decodeMeta(b); err != nil || got != m {
+		t.Fatalf("round trip: %+v, %v; want %+v", got, err, m)
+	}
+	prio := append(bytes.Clone(plain), 0, 0)
+	for name, in := range map[string][]byte{
+		"older agent": plain,
+		"truncated":   append(bytes.Clone(prio), 9, 'p', 'v'),
+		"too long":    append(append(bytes.Clone(prio), MaxDigestExtLen+1), bytes.Repeat([]byte{'x'}, MaxDigestExtLen+1)...),
+		"not UTF-8":   append(bytes.Clone(prio), 2, 0xff, 0xfe),
+	} {
+		got, err := decodeMeta(in)
+		if err != nil || got.DigestExt != "" || got.ID != 5 || got.Digest != "d" {
+			t.Errorf("%s: %+v, %v; want the member without an extension", name, got, err)
+		}
+	}
+	// A field a later agent appends after it is skipped.
+	if got, err := decodeMeta(append(bytes.Clone(b), 3, 'a', 'b', 'c')); err != nil || got != m {
+		t.Errorf("with a later field: %+v, %v; want %+v", got, err, m)
+	}
+	m.DigestExt = strings.Repeat("x", MaxDigestExtLen+1)
+	if _, err := encodeMeta(m); !errors.Is(err, ErrMetaTooLarge) {
+		t.Errorf("oversized extension: %v", err)
+	}
+	big := nodeMeta{ID: 1<<28 - 1, Version: ProtocolVersion, Voter: true,
+		PeerID:   "12D3KooWPEYnrcyeaqaJDmT4MyGBiYmpHE4tmWt5ovnG87LQ7z9L",
+		Digest:   strings.Repeat("x", MaxDigestLen),
+		User:     strings.Repeat("u", 200), // config.MaxMetaBytes
+		Priority: 255, DigestExt: strings.Repeat("e", MaxDigestExtLen)}
+	big.PeerAddr = "/ip6/fd00:1234:5678:9abc:def0:1234:5678:9abc/tcp/65535/p2p/" + big.PeerID
+	if b, err := encodeMeta(big); err != nil {
+		t.Errorf("the longest of every field with an IPv6 address: %v", err)
+	} else if got, err := decodeMeta(b); err != nil || got != big {
+		t.Errorf("the longest of every field: %+v, %v", got, err)
 	}
 }

@@ -249,14 +249,18 @@ func TestVoterChangesAcrossFailures(t *testing.T) {
 // TestSettingsMismatchIsRefused gives one agent of three another election
 // timeout (the majority lease rests on it): the other two elect between
 // themselves, drop its election messages, and every one of them names the
-// disagreement in `agent status`.
+// disagreement in `agent status`. A second agent runs without pre-vote,
+// which is reported (the digest's extension) but keeps it in the election:
+// n1 and n2 still elect.
 func TestSettingsMismatchIsRefused(t *testing.T) {
 	c := newCluster(t, 3, "majority")
 	n3 := c.byName("n3")
 	n3.args = append(n3.args, "-election.election_timeout=700ms")
+	n2 := c.byName("n2")
+	n2.args = append(n2.args, "-election.prevote=false")
 	c.startAll()
 	w := watchLeaders(c)
-	waitFor(t, electWait, "n1 and n2 to agree on a leader, and every agent to show the mismatch", func() (bool, string) {
+	waitFor(t, electWait, "n1 and n2 to agree on a leader, and every agent to show the mismatches", func() (bool, string) {
 		a, why := agreed([]*node{c.byName("n1"), c.byName("n2")}, 0)
 		if why != "" {
 			return false, why
@@ -266,7 +270,8 @@ func TestSettingsMismatchIsRefused(t *testing.T) {
 		}
 		for _, nd := range c.nodes {
 			code, out := nd.cli(t, "status")
-			if code != 0 || !strings.Contains(out, "PROBLEM") || !strings.Contains(out, "other settings") || !strings.Contains(out, "et=700ms") {
+			if code != 0 || !strings.Contains(out, "PROBLEM") || !strings.Contains(out, "other settings") || !strings.Contains(out, "et=700ms") ||
+				!strings.Contains(out, "election.prevote is") {
 				return false, fmt.Sprintf("%s: exit %d: %s", nd.name, code, out)
 			}
 		}
