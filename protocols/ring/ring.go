@@ -142,9 +142,10 @@ func (n *Node) neighbor(d protocols.Direction) protocols.ID { return n.toward(d,
 // first — suspected, but not known down. A message is never routed past
 // its own candidate: c sent it (its id travels only in messages it
 // started), so c was alive a few hops ago, while this node's suspicion of
-// c may be stale — a member that is not this node's leader and not its
-// predecessor never sends it anything that would clear it (core's stepped
-// rule clears a suspicion only on a message from the suspect itself).
+// c may be stale — core's stepped rule clears a suspicion only on a message
+// from the suspect itself, and a candidate sends only to its successor, so
+// its predecessor, the member that must hand its message back, never hears
+// from it.
 // Routed past c, the message went round the members that skip c and never
 // came back to it: the round could not end, and an eligible c that only
 // they could reach was never elected (docs/bully-ring.md, "Routing around

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/conclave-agent/conclave/protocols"
+	"github.com/conclave-agent/conclave/protocols/internal/testnet"
 )
 
 // A member's stale suspicion of a live candidate must not keep the
@@ -67,5 +68,43 @@ func TestElectionNotRoutedPastStaleSuspicion(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A message of a member's own candidacy sent to it just before it became
+// suspected is not re-sent past it (resend): routed round the members that
+// skip it, it could only come back to them and be handed to it again
+// (toward), so its round died with it. Messages of other candidates are
+// still re-sent to the next live member.
+func TestLostCandidatesOwnMessageNotResent(t *testing.T) {
+	for _, alg := range []string{AlgLCR, AlgHS} {
+		t.Run(alg, func(t *testing.T) {
+			n, err := New(Config{
+				ID: 2, Members: testnet.Members(seq(3)), Algorithm: alg,
+				HeartbeatInterval: 10 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n.Advance(n.Ready())
+			// 3's election message (LCR) or HS reply on its way back
+			// to 3.
+			m := protocols.Message{Kind: protocols.MsgRingElect, From: 1, To: 2, Candidate: 3, Hops: 2}
+			if alg == AlgHS {
+				m = protocols.Message{Kind: protocols.MsgHSReply, From: 1, To: 2, Candidate: 3, Hops: 1, Direction: protocols.Clockwise}
+			}
+			if err := n.Step(1, m); err != nil {
+				t.Fatal(err)
+			}
+			rd := n.Ready()
+			n.Advance(rd)
+			if len(rd.Messages) != 1 || rd.Messages[0].To != 3 || rd.Messages[0].Candidate != 3 {
+				t.Fatalf("node 2 sent %+v, want 3's message passed on to 3", rd.Messages)
+			}
+			n.Suspect(2, 3, true)
+			if rd := n.Ready(); len(rd.Messages) != 0 {
+				t.Fatalf("after suspecting 3, node 2 sent %+v, want nothing: 3's own message has nowhere to go but 3", rd.Messages)
+			}
+		})
 	}
 }
