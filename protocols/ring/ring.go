@@ -145,13 +145,12 @@ func (n *Node) neighbor(d protocols.Direction) protocols.ID { return n.toward(d,
 // c may be stale — core's stepped rule clears a suspicion only on a message
 // from the suspect itself, and a candidate sends only to its successor, so
 // its predecessor, the member that must hand its message back, never hears
-// from it.
-// Routed past c, the message went round the members that skip c and never
-// came back to it: the round could not end, and an eligible c that only
-// they could reach was never elected (docs/bully-ring.md, "Routing around
-// a stale suspicion"). If c did die, the message is lost at c instead of
-// circling up to maxHops, and the stalled-round timer restarts as before.
-// The suspicion itself stays: it still steers every other message.
+// from it. Routed past c, the message went round the members that skip c
+// and never came back to it: the round could not end, and a c that should
+// win was never elected (docs/bully-ring.md, "Routing around a stale
+// suspicion"). If c did die, the message is lost at c instead of circling
+// up to maxHops, and the stalled-round timer restarts as before. The
+// suspicion itself stays: it still steers every other message.
 func (n *Node) toward(d protocols.Direction, c protocols.ID) protocols.ID {
 	ring := n.members.IDs()
 	if n.order != nil {
