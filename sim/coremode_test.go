@@ -81,12 +81,16 @@ func TestCheckerCatchesPolicyBugs(t *testing.T) {
 		// failover waited for gossip to declare it dead.
 		{"leader learned from an announcement is not watched", "core-ring", core.Unsafe{NoWatchLeader: true}, true, 7191089600892374487, sim.InvFailover},
 		// A former leader stayed suspected: ring skipped it for ever.
-		{"detectors kept across leadership changes", "core-ring", core.Unsafe{KeepDetectors: true}, false, 10451216379200822465, sim.InvFailover},
+		// Since ring no longer routes an election message past its own
+		// candidate (docs/simulator.md, finding 5) this and the next two
+		// cost ring time, not liveness: the checker catches them under
+		// the strict failover bound.
+		{"detectors kept across leadership changes", "core-ring", core.Unsafe{KeepDetectors: true}, true, 13757245211066428519, sim.InvFailover},
 		// The dead-member reconnect hole: a member back from dead got no
 		// transport peer, so nothing reached it.
 		{"no transport peer for a member back from dead", "core-bully", core.Unsafe{NoPeerOnReturn: true}, false, 7621113624420504425, sim.InvLiveness},
-		{"only heartbeats clear a suspicion", "core-ring-hs", core.Unsafe{HeartbeatsOnlyClear: true}, false, 14072917602864530048, sim.InvLiveness},
-		{"a rival leader's heartbeat starts a watch", "core-ring", core.Unsafe{WatchRivals: true}, false, 12575237177726700014, sim.InvLiveness},
+		{"only heartbeats clear a suspicion", "core-ring-hs", core.Unsafe{HeartbeatsOnlyClear: true}, true, 10451216379200822465, sim.InvFailover},
+		{"a rival leader's heartbeat starts a watch", "core-ring", core.Unsafe{WatchRivals: true}, true, 9648886400068060533, sim.InvFailover},
 		// An observer's epoch learned by gossip was not persisted: after a
 		// restart it reported its protocol's older one (finding 3).
 		{"an observer's reported epoch is not persisted", "core-majority", core.Unsafe{ForgetObserved: true}, false, 13877614986023876344, sim.InvEpochMonotonic},

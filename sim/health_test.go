@@ -190,14 +190,46 @@ func idsOnly(name string) sim.Factory {
 	}
 }
 
-// TestCoreBullyHealthSchedules runs core-mode bully (core.Node, gossip's
-// membership model carrying each member's priority, the agent's candidacy
-// path core.Node.SetHealth) under the health nemesis with the
+// TestCoreHealthSchedules runs core-mode bully, ring and ring-hs (core.Node,
+// gossip's membership model carrying each member's priority, the agent's
+// candidacy path core.Node.SetHealth) under the health nemesis with the
 // preferred-leader check. The failover probe is off: the check needs the
-// quiet after liveness. Core-mode ring is left out: it has a liveness gap
-// of its own under health faults (docs/bully-ring.md, "Simulated").
-func TestCoreBullyHealthSchedules(t *testing.T) {
-	o, err := registry.Options("core-bully")
+// quiet after liveness. Ring's schedules include 12152912330625405863, in
+// which a node's stale suspicion of the one eligible member routed that
+// member's election round the others for ever until ring stopped routing
+// an election message past its own candidate (docs/bully-ring.md).
+func TestCoreHealthSchedules(t *testing.T) {
+	for _, name := range []string{"core-bully", "core-ring", "core-ring-hs"} {
+		t.Run(name, func(t *testing.T) {
+			o := coreHealthOptions(t, name)
+			n := 200
+			if testing.Short() || racetest.Enabled {
+				n = 40
+			}
+			st, bad, err := sim.RunMany(o, sim.Batch{Base: 5, Schedules: n, MaxViolations: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range bad {
+				t.Errorf("%s violated %s under health faults; replay with: go test ./sim -run TestCoreHealthSchedules (seed %d)\n%v", name, r.Violation.Invariant, r.Seed, r.Violation)
+			}
+			t.Logf("\n%s", st)
+			if len(bad) == 0 && st.Schedules != n {
+				t.Fatalf("ran %d schedules, want %d", st.Schedules, n)
+			}
+			if st.Faults[sim.FaultHealth] == 0 {
+				t.Error("no health fault injected")
+			}
+		})
+	}
+}
+
+// coreHealthOptions are a core-mode variant's own faults with health
+// faults added, the leader-eligible check, and the preferred-leader check
+// after a quiet instead of the failover probe.
+func coreHealthOptions(t *testing.T, name string) sim.Options {
+	t.Helper()
+	o, err := registry.Options(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,22 +238,21 @@ func TestCoreBullyHealthSchedules(t *testing.T) {
 	o.Checks.FailoverBound = 0
 	o.Checks.Settle = preferredSettle * o.ElectionTimeout
 	o.Checks.Preferred = true
-	n := 200
-	if testing.Short() || racetest.Enabled {
-		n = 40
-	}
-	st, bad, err := sim.RunMany(o, sim.Batch{Base: 5, Schedules: n, MaxViolations: 3})
+	return o
+}
+
+// TestCoreRingStaleSuspicionReplay replays the core-ring schedule under
+// health faults that found ring routing an election message past its own
+// candidate: after the heal only n2 is eligible, n1 still suspects it (n2,
+// a candidate, never sends to n1), and n1 passed n2's election message on
+// to n3, round and round, for ever (a liveness violation 12 s after the
+// heal before the fix).
+func TestCoreRingStaleSuspicionReplay(t *testing.T) {
+	res, err := sim.Run(coreHealthOptions(t, "core-ring"), 12152912330625405863)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range bad {
-		t.Errorf("core-bully violated %s under health faults; replay with: go test ./sim -run TestCoreBullyHealthSchedules (seed %d)\n%v", r.Violation.Invariant, r.Seed, r.Violation)
-	}
-	t.Logf("\n%s", st)
-	if len(bad) == 0 && st.Schedules != n {
-		t.Fatalf("ran %d schedules, want %d", st.Schedules, n)
-	}
-	if st.Faults[sim.FaultHealth] == 0 {
-		t.Error("no health fault injected")
+	if res.Violation != nil {
+		t.Fatalf("seed 12152912330625405863 violates:\n%v", res.Violation)
 	}
 }

@@ -135,7 +135,23 @@ func New(cfg Config) (*Node, error) {
 
 // neighbor is the next live member from this node in direction d, skipping
 // suspected and down ones; this node itself when it is alone.
-func (n *Node) neighbor(d protocols.Direction) protocols.ID {
+func (n *Node) neighbor(d protocols.Direction) protocols.ID { return n.toward(d, protocols.None) }
+
+// toward is where this node passes on an election message of candidate c
+// travelling in direction d: the next live member, or c itself when c comes
+// first — suspected, but not known down. A message is never routed past
+// its own candidate: c sent it (its id travels only in messages it
+// started), so c was alive a few hops ago, while this node's suspicion of
+// c may be stale — core's stepped rule clears a suspicion only on a message
+// from the suspect itself, and a candidate sends only to its successor, so
+// its predecessor, the member that must hand its message back, never hears
+// from it. Routed past c, the message went round the members that skip c
+// and never came back to it: the round could not end, and a c that should
+// win was never elected (docs/bully-ring.md, "Routing around a stale
+// suspicion"). If c did die, the message is lost at c instead of circling
+// up to maxHops, and the stalled-round timer restarts as before. The
+// suspicion itself stays: it still steers every other message.
+func (n *Node) toward(d protocols.Direction, c protocols.ID) protocols.ID {
 	ring := n.members.IDs()
 	if n.order != nil {
 		ring = n.order
@@ -147,7 +163,7 @@ func (n *Node) neighbor(d protocols.Direction) protocols.ID {
 		if d == protocols.CounterClockwise {
 			j = (i - k + l) % l
 		}
-		if n.members.Live(ring[j]) {
+		if n.members.Live(ring[j]) || (ring[j] == c && !n.members.Down(c)) {
 			return ring[j]
 		}
 	}
@@ -200,7 +216,12 @@ func (n *Node) resend(lost protocols.ID) {
 			continue
 		}
 		// A RingElect's Direction is zero: clockwise.
-		next := n.neighbor(m.Direction)
+		next := n.toward(m.Direction, m.Candidate)
+		if next == lost {
+			// A message of the lost member's own candidacy goes to
+			// it or nowhere (toward): its round died with it.
+			continue
+		}
 		if next == n.id {
 			alone = true
 			continue
@@ -422,7 +443,7 @@ func (n *Node) stepElect(m protocols.Message) {
 		return
 	}
 	fwd := func() {
-		n.send(protocols.Message{Kind: protocols.MsgRingElect, To: n.neighbor(protocols.Clockwise),
+		n.send(protocols.Message{Kind: protocols.MsgRingElect, To: n.toward(protocols.Clockwise, c),
 			Candidate: c, Epoch: n.epochs.Seen(), Hops: m.Hops + 1})
 	}
 	switch {
@@ -473,12 +494,12 @@ func (n *Node) stepProbe(m protocols.Message) {
 	}
 	relay := func() {
 		if m.Hops < 1<<m.Phase {
-			n.send(protocols.Message{Kind: protocols.MsgHSProbe, To: n.neighbor(m.Direction), Candidate: c,
+			n.send(protocols.Message{Kind: protocols.MsgHSProbe, To: n.toward(m.Direction, c), Candidate: c,
 				Phase: m.Phase, Hops: m.Hops + 1, Direction: m.Direction, Epoch: n.epochs.Seen()})
 			return
 		}
 		back := opposite(m.Direction)
-		n.send(protocols.Message{Kind: protocols.MsgHSReply, To: n.neighbor(back), Candidate: c,
+		n.send(protocols.Message{Kind: protocols.MsgHSReply, To: n.toward(back, c), Candidate: c,
 			Phase: m.Phase, Hops: 1, Direction: back, Epoch: n.epochs.Seen()})
 	}
 	switch {
@@ -509,7 +530,7 @@ func (n *Node) stepReply(m protocols.Message) {
 		return
 	}
 	if c != n.id {
-		n.send(protocols.Message{Kind: protocols.MsgHSReply, To: n.neighbor(m.Direction), Candidate: c,
+		n.send(protocols.Message{Kind: protocols.MsgHSReply, To: n.toward(m.Direction, c), Candidate: c,
 			Phase: m.Phase, Hops: m.Hops + 1, Direction: m.Direction, Epoch: n.epochs.Seen()})
 		return
 	}

@@ -45,7 +45,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	verbose := fs.Bool("v", false, "print every violation's full report")
 	voters := fs.Bool("voters", false, "majority: add voter changes to the faults (three times as often as each other kind) with -observers nodes starting as observers")
 	observers := fs.Int("observers", 2, "with -voters, or given with a core-mode majority: nodes that start as observers")
-	health := fs.Bool("health", false, "add health faults (eligibility flaps, maintenance mid-election, preferred nodes crashing mid-transfer) and the leader-eligible check; bully, ring and ring-hs also the preferred-leader check after a quiet")
+	health := fs.Bool("health", false, "add health faults (eligibility flaps, maintenance mid-election, preferred nodes crashing mid-transfer) and the leader-eligible check; bully, ring and ring-hs (bare or core mode) also the preferred-leader check after a quiet, core mode without the failover probe")
 	failoverETs := fs.Int("failover-ets", 0, "core mode: failover probe bound in election timeouts (0: the variant's own; 7 is the strict bound, below gossip's earliest death declaration)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -79,6 +79,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if slices.Contains([]string{"bully", "ring", "ring-hs"}, *protocol) {
 			// As sim's TestBullyRingHealthSchedules: the preempt delay
 			// (3 election timeouts) and ten more, then the check.
+			o.Checks.Settle = 13 * o.ElectionTimeout
+			o.Checks.Preferred = true
+		}
+		if slices.Contains([]string{"core-bully", "core-ring", "core-ring-hs"}, *protocol) && !*voters {
+			// As sim's TestCoreHealthSchedules: core mode's own faults
+			// and health faults, and the preferred-leader check instead
+			// of the failover probe, which may crash the one eligible
+			// node and leave none that can lead.
+			c, _ := registry.Options(*protocol)
+			o.Faults = append(c.Faults, sim.FaultHealth, sim.FaultHealth)
+			o.Checks.FailoverBound = 0
 			o.Checks.Settle = 13 * o.ElectionTimeout
 			o.Checks.Preferred = true
 		}
