@@ -2,6 +2,8 @@ package multihost
 
 import (
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -76,15 +78,52 @@ func preferredNodeAcrossHosts(t *testing.T, protocol string) {
 	epoch, took := c.leaderIs(c.hosts, pref.name, 0, started)
 	t.Logf("%s: %s (id 1, priority 10) leads epoch %d, agreed by all %v after the start", protocol, pref.name, epoch, took.Round(time.Millisecond))
 
+	// An agent that gets no CPU for longer than the election timeout (a
+	// loaded machine: CI runs this beside every other package's race
+	// tests) is suspected, and the election that follows is not a
+	// hand-over: the preferred node wins it whether or not its delay is
+	// over. A round in which a survivor suspected or lost another is
+	// therefore run again, up to three times.
+	const tries = 3
+	for try := 1; ; try++ {
+		disturbed := preferredRound(t, c, rec, protocol, epoch)
+		if disturbed == "" {
+			break
+		}
+		t.Logf("%s: round %d disturbed, not a hand-over: %s", protocol, try, disturbed)
+		if try == tries {
+			w.finish(t)
+			rec.stop()
+			rec.epochsNeverFall(t)
+			t.Skipf("%s: all %d rounds were disturbed by survivors suspecting each other (the machine is too loaded for this test); the hand-over was not checked", protocol, tries)
+		}
+		epoch, _ = c.leaderIs(c.hosts, pref.name, 0, time.Now())
+	}
+	w.finish(t)
+	rec.stop()
+	rec.epochsNeverFall(t)
+}
+
+// preferredRound kills the preferred node (n1, leading epoch), waits for n3
+// to lead, restarts n1 and waits for it to lead again. When a survivor
+// logged that it suspected or lost the other survivor meanwhile, it returns
+// those lines and asserts nothing about the hand-over; otherwise it checks
+// it.
+func preferredRound(t *testing.T, c *cluster, rec *recorder, protocol string, epoch uint64) string {
+	pref, old, other := c.host("n1"), c.host("n3"), c.host("n2")
 	killed := time.Now()
 	c.kill(pref)
-	next, epoch2, took := c.leaderNotIn(c.live(), killed, pref.name)
-	t.Logf("%s: SIGKILL of %s: %s leads epoch %d, agreed by both survivors %v later", protocol, pref.name, next, epoch2, took.Round(time.Millisecond))
-	if next != "n3" {
-		t.Fatalf("after SIGKILL of %s, %s leads; want n3, the highest id of priority 0", pref.name, next)
-	}
-	old, other := c.host("n3"), c.host("n2")
+	// n3 ranks highest among the survivors (priority 0, highest id);
+	// should a stalled n3 let n2 win first, n3 takes over from it.
+	epoch2, took := c.leaderIs(c.live(), old.name, epoch, killed)
+	t.Logf("%s: SIGKILL of %s: %s leads epoch %d, agreed by both survivors %v later", protocol, pref.name, old.name, epoch2, took.Round(time.Millisecond))
 
+	logFrom := map[string]int64{}
+	for _, h := range []*host{old, other} {
+		if fi, err := os.Stat(h.logPath); err == nil {
+			logFrom[h.name] = fi.Size()
+		}
+	}
 	// Read before the start, so that the agent's own start (from which
 	// it counts its delay) is later: a slow machine only lengthens what
 	// the test measures, and cannot make a correct takeover look early.
@@ -101,32 +140,33 @@ func preferredNodeAcrossHosts(t *testing.T, protocol string) {
 	t.Logf("%s: restart of %s (preempt_delay %v): it published role=leader (epoch %d) %v later, %s followed it %v later, all agreed %v later",
 		protocol, pref.name, preemptDelay, final, leads.at.Sub(restarted).Round(time.Millisecond),
 		old.name, followed.at.Sub(restarted).Round(time.Millisecond), took.Round(time.Millisecond))
+	if d := suspicions(t, []*host{old, other}, logFrom); d != "" {
+		return d
+	}
+
 	if d := leads.at.Sub(restarted); d < preemptDelay {
 		t.Errorf("%s published role=leader %v after its restart, before its preempt_delay of %v", pref.name, d, preemptDelay)
 	}
-
-	// The hand-over: from the status in which the old leader first led
-	// epoch2 to the one naming n1, every status of the old leader says it
-	// leads, and the next says it follows n1; every status of the other
-	// follower in that span names a leader.
-	handover := func(h *host) []event {
-		var span []event
-		in := false
-		for _, e := range rec.since(h.name, killed) {
-			if !in && e.st.Leader == old.name && e.st.Epoch == epoch2 {
-				in = true
+	// The hand-over: from the last status a survivor published before the
+	// restart to the first naming n1, every status of the old leader says
+	// it leads and the next says it follows n1; every status of the other
+	// follower names a leader.
+	span := func(h *host) []event {
+		var out []event
+		for _, e := range rec.events(h.name) {
+			if e.at.Before(restarted) {
+				out = append(out[:0], e)
+				continue
 			}
-			if in {
-				span = append(span, e)
-				if isPref(e.st) {
-					return span
-				}
+			out = append(out, e)
+			if isPref(e.st) {
+				return out
 			}
 		}
-		t.Errorf("%s: no status naming %s in epoch %d followed by one naming %s: %v", h.name, old.name, epoch2, pref.name, rec.since(h.name, killed))
+		t.Errorf("%s published no status naming %s after its restart: %v", h.name, pref.name, out)
 		return nil
 	}
-	oldSpan := handover(old)
+	oldSpan := span(old)
 	for i, e := range oldSpan {
 		last := i == len(oldSpan)-1
 		if (!last && (e.st.Role != api.RoleLeader || e.st.Leader != old.name)) || (last && e.st.Role != api.RoleFollower) {
@@ -134,7 +174,7 @@ func preferredNodeAcrossHosts(t *testing.T, protocol string) {
 			break
 		}
 	}
-	otherSpan := handover(other)
+	otherSpan := span(other)
 	for _, e := range otherSpan {
 		if e.st.Leader == "" {
 			t.Errorf("%s named no leader during the hand-over: its statuses were %v", other.name, otherSpan)
@@ -143,7 +183,35 @@ func preferredNodeAcrossHosts(t *testing.T, protocol string) {
 	}
 	t.Logf("%s: %s published %v; %s published %v; %s published %v since its restart",
 		protocol, old.name, oldSpan, other.name, otherSpan, pref.name, lastEvents(rec.since(pref.name, restarted), 5))
-	w.finish(t)
-	rec.stop()
-	rec.epochsNeverFall(t)
+	return ""
+}
+
+// suspicions returns the lines the hosts hs logged after the given
+// offsets of their logs in which one of them suspected, or saw go down,
+// another of hs.
+func suspicions(t *testing.T, hs []*host, from map[string]int64) string {
+	t.Helper()
+	var out []string
+	for _, h := range hs {
+		f, err := os.Open(h.logPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(io.NewSectionReader(f, from[h.name], 1<<30))
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if !strings.Contains(line, "\tmember suspected\t") && !strings.Contains(line, "\tmember down\t") {
+				continue
+			}
+			for _, o := range hs {
+				if o != h && strings.Contains(line, fmt.Sprintf("%q: %q", "member", o.name)) {
+					out = append(out, h.name+": "+line)
+				}
+			}
+		}
+	}
+	return strings.Join(out, "; ")
 }
