@@ -46,6 +46,8 @@ type host struct {
 	c       *client.Client
 	// extra is appended to the config file: tables such as [[check]].
 	extra string
+	// priority is node.priority (0, the default, is left out).
+	priority int
 
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -62,6 +64,8 @@ type cluster struct {
 	// voters is election.voters on every host; nil lists every host. The
 	// others join as observers.
 	voters []string
+	// preemptDelay is election.preempt_delay ("" leaves the default).
+	preemptDelay string
 }
 
 func newCluster(t testing.TB, n int, proto string) *cluster {
@@ -106,6 +110,13 @@ func (c *cluster) configure(h *host, id int) {
 			voters = append(voters, fmt.Sprintf("%q", o.Name))
 		}
 	}
+	var nodeExtra, electionExtra string
+	if h.priority != 0 {
+		nodeExtra = fmt.Sprintf("priority = %d\n", h.priority)
+	}
+	if c.preemptDelay != "" {
+		electionExtra = fmt.Sprintf("preempt_delay = %q\n", c.preemptDelay)
+	}
 	join := "[]"
 	if h.name != "n1" {
 		join = fmt.Sprintf("[%q]", fmt.Sprintf("%s:%d", c.net.Hosts()[0].IP, gossipPort))
@@ -114,7 +125,7 @@ func (c *cluster) configure(h *host, id int) {
 name = %q
 id = %d
 data_dir = %q
-[gossip]
+%s[gossip]
 bind = "0.0.0.0:%d"
 join = %s
 [transport]
@@ -122,11 +133,11 @@ listen = "/ip4/0.0.0.0/tcp/%d"
 [election]
 protocol = %q
 voters = [%s]
-[api]
+%s[api]
 socket = %q
 [log]
 level = "debug"
-%s`, h.name, id, h.dir, gossipPort, join, transportPort, c.proto, strings.Join(voters, ", "), filepath.Join(h.dir, "agent.sock"), h.extra)
+%s`, h.name, id, h.dir, nodeExtra, gossipPort, join, transportPort, c.proto, strings.Join(voters, ", "), electionExtra, filepath.Join(h.dir, "agent.sock"), h.extra)
 	if err := os.WriteFile(h.cfgPath, []byte(cfg), 0o600); err != nil {
 		c.t.Fatal(err)
 	}
