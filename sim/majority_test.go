@@ -23,8 +23,9 @@ func majorityOptions(t *testing.T, unsafe majority.Unsafe) sim.Options {
 	return o
 }
 
-// majorityFaults is every scheduled fault, leadership transfer included.
-func majorityFaults() []sim.FaultKind { return sim.ScheduledFaults() }
+// majorityFaults is every scheduled fault, leadership transfer and group
+// pauses included.
+func majorityFaults() []sim.FaultKind { return sim.MajorityFaults() }
 
 func TestMajoritySchedules(t *testing.T) {
 	o := majorityOptions(t, majority.Unsafe{})
