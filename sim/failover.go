@@ -20,7 +20,8 @@ var (
 // Failover configures RunFailover: a fault-free cluster of any size elects
 // a leader, keeps it for Settle, loses it to a crash (never restarted), and
 // elects the next one. Nothing else goes wrong: no partitions, drops,
-// duplicates or pauses; clocks drift within Options.MaxClockDrift.
+// duplicates, or pauses other than the Stall fields'; clocks drift within
+// Options.MaxClockDrift.
 type Failover struct {
 	// Nodes is the cluster size, at least 2. Unlike Options.Nodes, which
 	// keeps random schedules small, it has no upper bound.
