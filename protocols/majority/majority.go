@@ -32,7 +32,8 @@
 // answers both. Either way they would campaign together and split the
 // vote. So a node whose timer is overdue by more than a quarter of an
 // election timeout draws a new deadline in the next election timeout
-// instead of campaigning (up to maxRedraws times in a row), and a
+// instead of campaigning (up to maxRedraws times in a row; a sole voter
+// campaigns at once, having nobody to split with), and a
 // pre-candidate that granted a rival's pre-vote for the same term
 // campaigns at a random point of the next election timeout rather than at
 // once. Both only delay a campaign; votes, terms and leases are untouched.
@@ -682,11 +683,13 @@ func (n *Node) Tick(now protocols.Time) {
 		if !n.mayStand() || now < due {
 			return
 		}
-		if n.redrawn < maxRedraws && n.stalled(now, due) {
+		if n.redrawn < maxRedraws && !n.soleVoter() && n.stalled(now, due) {
 			// Whoever else stalled with us wakes now too, its deadline
 			// just as expired: draw apart instead of campaigning at once.
 			// Messages queued during the stall (a live leader's
-			// heartbeat) are stepped before the new deadline.
+			// heartbeat) are stepped before the new deadline. A sole
+			// voter has nobody to split with (and its first deadline is
+			// its start, which a slow start overshoots).
 			n.log.Infow("election timer overshot: the process stalled; drawing a new deadline",
 				"overdue", now.Sub(due), "term", n.term)
 			n.redrawn++

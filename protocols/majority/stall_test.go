@@ -75,6 +75,19 @@ func TestStalledTimerDrawsApart(t *testing.T) {
 	}
 }
 
+// TestSoleVoterStartsLate: a sole voter's first deadline is its start;
+// a driver that ticks it long after (a slow start) must not delay its
+// election, since nobody can split the vote with it.
+func TestSoleVoterStartsLate(t *testing.T) {
+	tn := newTestNet(1, 0, 1, baseConfig())
+	n := tn.Nodes[1]
+	n.Tick(tn.Now.Add(baseConfig().ElectionTimeout))
+	tn.Drain(1)
+	if st := n.Status(tn.Now.Add(baseConfig().ElectionTimeout)); st.Role != protocols.Leader {
+		t.Fatalf("a sole voter ticked late reports %+v, want leader", st)
+	}
+}
+
 // TestStalledFollowerKeepsLiveLeader: a follower whose process stalls
 // while its leader lives wakes with its timer expired and the leader's
 // heartbeats queued. Whichever its driver handles first, it must not
