@@ -110,7 +110,7 @@ type Node struct {
 	// always late still campaigns. resetElectionTimer clears it.
 	redrawn int
 	// rivalTerm is the proposed term of the last pre-vote this node
-	// granted to another node; preVoteWon marks a pre-candidate that won
+	// granted to another node while a pre-candidate itself; preVoteWon marks a pre-candidate that won
 	// its pre-vote and waits for electionDeadline to campaign, because it
 	// knew of that rival (see tally).
 	rivalTerm  uint64
@@ -949,7 +949,13 @@ func (n *Node) handlePreVote(now protocols.Time, m protocols.Message) {
 		n.send(protocols.Message{Kind: protocols.MsgPreVoteResp, To: m.From, Reject: true, Context: m.Context})
 		return
 	}
-	n.rivalTerm = m.Term
+	if n.state == statePreCandidate {
+		// A rival of our own pre-vote (see tally). A follower's grant
+		// does not count: the one it granted pre-campaigned first and
+		// may campaign at once, and whoever waits for everyone that
+		// granted it would only bring more pre-candidates in.
+		n.rivalTerm = m.Term
+	}
 	n.send(protocols.Message{Kind: protocols.MsgPreVoteResp, To: m.From, Term: m.Term, Context: m.Context})
 }
 
