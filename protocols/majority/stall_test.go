@@ -221,3 +221,38 @@ func step(t *testing.T, n *Node, now protocols.Time, m protocols.Message) {
 		t.Fatalf("n%d step %v: %v", n.id, m, err)
 	}
 }
+
+// TestFollowerGrantIsNoRival: a follower that granted someone's pre-vote
+// and then wins its own campaigns at once. The one it granted
+// pre-campaigned first and may already campaign; waiting would only let
+// more pre-candidates in.
+func TestFollowerGrantIsNoRival(t *testing.T) {
+	_, live, due := leaderless(t)
+	a, b, c := live[0], live[1], live[2]
+	a.Tick(due)
+	var req protocols.Message
+	for _, m := range take(a) {
+		if m.Kind == protocols.MsgPreVote && m.To == b.id {
+			req = m
+		}
+	}
+	step(t, b, due, req) // b, a follower, grants
+	take(b)
+	db := mustDeadline(t, b, due)
+	b.Tick(db)
+	var preVotes int
+	for _, m := range take(b) {
+		if m.Kind == protocols.MsgPreVote {
+			preVotes++
+		}
+	}
+	if preVotes == 0 {
+		t.Fatal("b did not pre-campaign at its deadline")
+	}
+	for _, from := range []*Node{a, c} {
+		step(t, b, db, protocols.Message{Kind: protocols.MsgPreVoteResp, From: from.id, To: b.id, Term: req.Term})
+	}
+	if b.state != stateCandidate {
+		t.Fatalf("b won its pre-vote but is in state %v, not campaigning", b.state)
+	}
+}
