@@ -33,10 +33,11 @@
 // vote. So a node whose timer is overdue by more than a quarter of an
 // election timeout draws a new deadline in the next election timeout
 // instead of campaigning (up to maxRedraws times in a row; a sole voter
-// campaigns at once, having nobody to split with), and a
-// pre-candidate that granted a rival's pre-vote for the same term
-// campaigns at a random point of the next election timeout rather than at
-// once. Both only delay a campaign; votes, terms and leases are untouched.
+// campaigns at once, having nobody to split with), and a pre-candidate
+// that, while a pre-candidate, granted a rival's pre-vote for the same
+// term campaigns at a random point of the next election timeout rather
+// than at once. Both only delay a campaign; votes, terms and leases are
+// untouched.
 package majority
 
 import (
