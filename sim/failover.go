@@ -414,8 +414,10 @@ func (fo *failover) pause() []int {
 	return live
 }
 
-// resume wakes the nodes pause froze, in order, at one instant: each one's
-// tick and queued messages come in the random order run.resume draws.
+// resume wakes the nodes pause froze, in order, at one instant: each one
+// ticks before or after stepping its queued messages, drawn at random as
+// run.resume does, but through fo.tick, so that a peer still frozen at
+// this instant is not fed to its failure detector as unheard.
 func (fo *failover) resume(stalled []int) {
 	r := fo.r
 	for _, i := range stalled {
@@ -424,7 +426,23 @@ func (fo *failover) resume(stalled []int) {
 			continue
 		}
 		r.rec(traceRec{kind: recUndo, node: int32(i), a: uint64(FaultPause), b: uint64(i)})
-		r.resume(n)
+		n.paused = false
+		pend := n.pending
+		n.pending = nil
+		n.tickGen++
+		tickFirst := r.rng.IntN(2) == 0
+		if tickFirst {
+			fo.tick(n)
+		}
+		for _, m := range pend {
+			if r.done || n.p == nil {
+				return
+			}
+			r.step(n, m)
+		}
+		if !tickFirst && !r.done {
+			fo.tick(n)
+		}
 		if r.done {
 			return
 		}
