@@ -2,8 +2,8 @@
 // any protocols.Protocol on an in-memory network in virtual time, injects
 // faults (message delay, loss, duplication and reordering; partitions;
 // crashes that lose everything not persisted, and restarts from the persisted
-// HardState; process pauses; bounded clock-rate drift) and checks the
-// election guarantees after every single event.
+// HardState; process pauses, alone or of a group at once; bounded clock-rate
+// drift) and checks the election guarantees after every single event.
 //
 // # Determinism
 //

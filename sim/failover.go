@@ -20,7 +20,8 @@ var (
 // Failover configures RunFailover: a fault-free cluster of any size elects
 // a leader, keeps it for Settle, loses it to a crash (never restarted), and
 // elects the next one. Nothing else goes wrong: no partitions, drops,
-// duplicates or pauses; clocks drift within Options.MaxClockDrift.
+// duplicates, or pauses other than the Stall fields'; clocks drift within
+// Options.MaxClockDrift.
 type Failover struct {
 	// Nodes is the cluster size, at least 2. Unlike Options.Nodes, which
 	// keeps random schedules small, it has no upper bound.
@@ -52,6 +53,16 @@ type Failover struct {
 	// right when the survivors agree, so that the caller can read its wall
 	// clock around the election. They must not touch the run.
 	OnCrash, OnAgreed func()
+	// Stall, when positive, freezes survivors' processes together, as a
+	// host overload, a VM pause or SIGSTOP of a host group would: StallAfter
+	// after the crash, and again every StallEvery (when positive) until
+	// they agree, every one of them stops for Stall at the same instant and
+	// resumes at the same instant (the simulator's pause: no ticks, inbound
+	// messages queued and delivered on resume, clocks running on).
+	// StallNodes is how many survivors stall, drawn from the run's seed at
+	// each stall; zero means all of them.
+	Stall, StallAfter, StallEvery time.Duration
+	StallNodes                    int
 }
 
 // FailoverResult is what RunFailover measured.
@@ -257,7 +268,7 @@ func (fo *failover) measure(res *FailoverResult) error {
 	if f.OnCrash != nil {
 		f.OnCrash()
 	}
-	res.Agreed = fo.run(f.Limit, f.MaxEvents, func() bool {
+	res.Agreed = fo.runStalls(f.Limit, f.MaxEvents, func() bool {
 		if res.Suspected < 0 && fo.lastTick >= 0 {
 			if n := r.nodes[fo.lastTick]; !n.crashed && n.suspected[lead] {
 				res.Suspected = r.now - res.CrashAt
@@ -326,6 +337,117 @@ func (fo *failover) run(d time.Duration, maxEvents int64, done func() bool) bool
 		r.now = max(r.now, end)
 	}
 	return false
+}
+
+// runStalls is run with Failover's stalls: it runs for at most d of
+// virtual time and maxEvents events (when positive), pausing and resuming
+// survivors on Failover's stall schedule, until done reports true.
+func (fo *failover) runStalls(d time.Duration, maxEvents int64, done func() bool) bool {
+	r, f := fo.r, fo.f
+	if f.Stall <= 0 {
+		return fo.run(d, maxEvents, done)
+	}
+	end, start := r.now+d, r.stats.Events
+	// left is what remains of maxEvents: 0 for no limit, -1 when spent.
+	left := func() int64 {
+		if maxEvents <= 0 {
+			return 0
+		}
+		if l := maxEvents - (r.stats.Events - start); l > 0 {
+			return l
+		}
+		return -1
+	}
+	next := r.now + f.StallAfter
+	for {
+		if l := left(); l < 0 || fo.run(min(next, end)-r.now, l, done) {
+			return l >= 0
+		}
+		if r.done || r.now >= end || left() < 0 {
+			return false
+		}
+		stalled := fo.pause()
+		if l := left(); l < 0 || fo.run(min(r.now+f.Stall, end)-r.now, l, done) {
+			fo.resume(stalled)
+			return l >= 0
+		}
+		if fo.resume(stalled); r.done {
+			return false
+		}
+		if done() {
+			return true
+		}
+		if f.StallEvery <= 0 {
+			if l := left(); l >= 0 {
+				return fo.run(end-r.now, l, done)
+			}
+			return false
+		}
+		next += f.StallEvery
+		if next < r.now {
+			next = r.now
+		}
+	}
+}
+
+// pause freezes Failover.StallNodes survivors (all when zero), chosen
+// from the run's seed, and returns them.
+func (fo *failover) pause() []int {
+	r := fo.r
+	var live []int
+	for _, i := range r.rng.Perm(len(r.nodes)) {
+		if n := r.nodes[i]; !n.crashed && !n.paused {
+			live = append(live, i)
+		}
+	}
+	if k := fo.f.StallNodes; k > 0 && k < len(live) {
+		live = live[:k]
+	}
+	slices.Sort(live)
+	for _, i := range live {
+		n := r.nodes[i]
+		n.paused = true
+		n.fault++
+		r.stats.Faults[FaultPause]++
+		r.rec(traceRec{kind: recFault, node: int32(i), a: uint64(FaultPause), b: uint64(i)})
+	}
+	return live
+}
+
+// resume wakes the nodes pause froze, in order, at one instant: each one
+// ticks before or after stepping its queued messages, drawn at random as
+// run.resume does, but through fo.tick, so that a peer still frozen at
+// this instant is not fed to its failure detector as unheard.
+func (fo *failover) resume(stalled []int) {
+	r := fo.r
+	for _, i := range stalled {
+		n := r.nodes[i]
+		if n.crashed || !n.paused || r.done {
+			continue
+		}
+		r.rec(traceRec{kind: recUndo, node: int32(i), a: uint64(FaultPause), b: uint64(i)})
+		n.paused = false
+		pend := n.pending
+		n.pending = nil
+		n.tickGen++
+		tickFirst := r.rng.IntN(2) == 0
+		if tickFirst {
+			fo.tick(n)
+		}
+		for _, m := range pend {
+			if r.done || n.p == nil {
+				return
+			}
+			r.step(n, m)
+		}
+		if !tickFirst && !r.done {
+			fo.tick(n)
+		}
+		if r.done {
+			return
+		}
+		fo.check(n)
+	}
 }
 
 // tick is run.tick, with the failure detector fed only the crashed peers

@@ -23,8 +23,9 @@ func majorityOptions(t *testing.T, unsafe majority.Unsafe) sim.Options {
 	return o
 }
 
-// majorityFaults is every scheduled fault, leadership transfer included.
-func majorityFaults() []sim.FaultKind { return sim.ScheduledFaults() }
+// majorityFaults is every scheduled fault, leadership transfer and group
+// pauses included.
+func majorityFaults() []sim.FaultKind { return sim.MajorityFaults() }
 
 func TestMajoritySchedules(t *testing.T) {
 	o := majorityOptions(t, majority.Unsafe{})
@@ -196,5 +197,43 @@ func TestMajorityFixedBugs(t *testing.T) {
 		if res.Violation != nil {
 			t.Errorf("%s: seed %d violates:\n%v", c.name, c.seed, res.Violation)
 		}
+	}
+}
+
+// TestMajorityGroupStall crashes the leader of four voters and stalls the
+// three survivors together for longer than two election timeouts, as a
+// host overload or a VM pause does: every one of them wakes with its
+// election deadline expired. Campaigning at once split the vote in every
+// trial (two terms or more); drawing apart after the stall elects in one
+// term almost always. The simulator is deterministic, so the count is
+// fixed for these seeds.
+func TestMajorityGroupStall(t *testing.T) {
+	const trials = 40
+	o := majorityOptions(t, majority.Unsafe{})
+	o.Faults = nil
+	et := o.ElectionTimeout
+	f := sim.Failover{Nodes: 4, Limit: 100 * et, Stall: 5 * et / 2}
+	splits := 0
+	for i := range trials {
+		seed := sim.ScheduleSeed(1, i)
+		res, err := sim.RunFailover(o, seed, f)
+		switch {
+		case err != nil:
+			t.Fatalf("seed %d: %v", seed, err)
+		case res.Violation != nil:
+			t.Fatalf("seed %d: %v", seed, res.Violation)
+		case !res.Agreed:
+			t.Fatalf("seed %d: no leader %v after the crash", seed, res.Elapsed)
+		case res.Stats.Faults[sim.FaultPause] != 3:
+			t.Fatalf("seed %d: %d pauses, want the 3 survivors", seed, res.Stats.Faults[sim.FaultPause])
+		case res.Elapsed < f.Stall:
+			t.Fatalf("seed %d: elected %v after the crash, inside the stall", seed, res.Elapsed)
+		}
+		if res.NewEpoch-res.Epoch > 1 {
+			splits++
+		}
+	}
+	if splits > trials/10 {
+		t.Errorf("%d of %d failovers after a group stall took more than one term", splits, trials)
 	}
 }

@@ -70,6 +70,13 @@ const (
 	// (resigning first if it leads, as the agent does on shutdown) and
 	// stop; it rejoins after Duration.
 	FaultLeave
+	// FaultPauseGroup freezes every node, or a random group of at least
+	// two, at one instant for Duration (over two election timeouts, so
+	// every running election timer expires meanwhile), and resumes them
+	// all at one instant: a host overload, a VM pause or SIGSTOP of a
+	// host group. Only drawn when Options.Faults names it
+	// (MajorityFaults).
+	FaultPauseGroup
 
 	// NumFaultKinds is the number of fault kinds.
 	NumFaultKinds
@@ -92,6 +99,7 @@ var faultNames = [...]string{
 	FaultHealth:         "health",
 	FaultRestartNewPeer: "restart-new-peer",
 	FaultLeave:          "leave",
+	FaultPauseGroup:     "pause-group",
 }
 
 // String returns the fault kind's short name.
@@ -112,6 +120,12 @@ func ScheduledFaults() []FaultKind {
 // voter set is replicated (majority).
 func VoterFaults() []FaultKind {
 	return append(ScheduledFaults(), FaultVoterChange)
+}
+
+// MajorityFaults is ScheduledFaults plus group pauses, which line up
+// majority's randomised election timers (docs/multihost.md).
+func MajorityFaults() []FaultKind {
+	return append(ScheduledFaults(), FaultPauseGroup)
 }
 
 // CoreFaults is ScheduledFaults plus the membership faults only core mode
@@ -254,6 +268,8 @@ func RandomSchedule(rng *rand.Rand, o Options) Schedule {
 				a.Target = TargetLeader
 			}
 			a.Duration = et*3/2 + randDur(rng, 5*et)
+		case FaultPauseGroup:
+			a.Duration = 2*et + randDur(rng, 4*et)
 		case FaultSlowNetwork:
 			a.Duration = et + randDur(rng, 10*et)
 		case FaultResign, FaultVoterChange:

@@ -782,6 +782,9 @@ func (r *run) fault(i int) {
 	case FaultRestartNewPeer, FaultLeave:
 		r.coreFault(a, i, r.target(a.Target))
 		return
+	case FaultPauseGroup:
+		r.pauseGroup(a, i)
+		return
 	default:
 		return
 	}
@@ -792,6 +795,35 @@ func (r *run) fault(i int) {
 		undo.inc = r.partGen
 	}
 	r.q.push(undo)
+}
+
+// pauseGroup freezes every node, or a random group of two to n−1 of
+// them, for a.Duration: one undo event per node, all at one instant, so
+// they resume together in index order.
+func (r *run) pauseGroup(a Action, i int) {
+	n := len(r.nodes)
+	k := n
+	if n > 2 && r.rng.IntN(2) == 0 {
+		k = 2 + r.rng.IntN(n-2)
+	}
+	in := make([]bool, n)
+	for _, j := range r.rng.Perm(n)[:k] {
+		in[j] = true
+	}
+	paused := false
+	for j, nd := range r.nodes {
+		if !in[j] || nd.crashed || nd.paused {
+			continue
+		}
+		nd.paused = true
+		nd.fault++
+		paused = true
+		r.rec(traceRec{kind: recFault, node: int32(j), a: uint64(FaultPauseGroup), b: uint64(j)})
+		r.q.push(event{at: r.now + a.Duration, kind: evUndo, arg: int32(i), node: int32(j), inc: nd.fault})
+	}
+	if paused {
+		r.stats.Faults[FaultPauseGroup]++
+	}
 }
 
 // poison makes node tgt send a heartbeat carrying a.Value to every other
@@ -851,9 +883,9 @@ func (r *run) undo(i, tgt int, gen uint32) {
 			return // a later partition replaced this one
 		}
 		r.connectAll()
-	case FaultCrash, FaultPause:
+	case FaultCrash, FaultPause, FaultPauseGroup:
 		nd := r.nodes[tgt]
-		if nd.fault != gen || (a.Kind == FaultCrash && !nd.crashed) || (a.Kind == FaultPause && !nd.paused) {
+		if nd.fault != gen || (a.Kind == FaultCrash && !nd.crashed) || (a.Kind != FaultCrash && !nd.paused) {
 			return // already undone by a later fault or restart
 		}
 		r.rec(traceRec{kind: recUndo, node: int32(tgt), a: uint64(a.Kind), b: uint64(int64(tgt))})

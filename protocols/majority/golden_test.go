@@ -6,6 +6,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
+	"github.com/conclave-agent/conclave/protocols"
 	"github.com/conclave-agent/conclave/protocols/internal/testnet"
 )
 
@@ -19,6 +20,9 @@ import (
 //	crash N                 stop N; nobody is told
 //	restart N               start N from its disk; nobody is told
 //	campaign N...           make the nodes campaign together
+//	stall for=DUR N...      freeze the nodes' processes for DUR: they do
+//	                        not tick, messages to them wait; then each
+//	                        ticks at once, in order, and steps what waited
 func TestGolden(t *testing.T) {
 	var tn *testNet
 	testnet.RunGolden(t, func(t *testing.T, a testnet.Args) *testnet.Net[*Node] {
@@ -44,6 +48,13 @@ func TestGolden(t *testing.T) {
 			return "", true
 		case "restart":
 			tn.start(a.ID(t, 0))
+			return tn.TakeEvents(), true
+		case "stall":
+			ids := make([]protocols.ID, len(a.Pos))
+			for i := range a.Pos {
+				ids[i] = a.ID(t, i)
+			}
+			tn.stall(a.Dur(t, a.KV["for"]), ids)
 			return tn.TakeEvents(), true
 		case "campaign":
 			// Force simultaneous campaigns, as if the timeouts expired

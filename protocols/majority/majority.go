@@ -22,6 +22,22 @@
 //
 // A node that restarts has forgotten whom it heard, so it refuses votes for
 // one ElectionTimeout after start, unless it is the only voter.
+//
+// # Timers after a stall
+//
+// Randomised timeouts separate candidates only while their processes run.
+// When every survivor stalls past its deadline (a loaded host, a VM pause),
+// all of them find it expired at the same wake-up; and two pre-candidates
+// waiting on one stalled voter win their pre-votes at the instant it
+// answers both. Either way they would campaign together and split the
+// vote. So a node whose timer is overdue by more than a quarter of an
+// election timeout draws a new deadline in the next election timeout
+// instead of campaigning (up to maxRedraws times in a row; a sole voter
+// campaigns at once, having nobody to split with), and a pre-candidate
+// that, while a pre-candidate, granted a rival's pre-vote for the same
+// term campaigns at a random point of the next election timeout rather
+// than at once. Both only delay a campaign; votes, terms and leases are
+// untouched.
 package majority
 
 import (
@@ -43,6 +59,12 @@ const contextBootstrap = 1 << 63
 
 // maxProblems bounds the conflicts a node remembers.
 const maxProblems = 16
+
+// maxRedraws bounds the stalls in a row after which a node draws a new
+// election deadline instead of campaigning (Tick). Stalls that recur before
+// the new deadline can only be told from a driver that always wakes late
+// by counting; three draws apart fail together rarely enough.
+const maxRedraws = 3
 
 // roundHistory is how many recent heartbeat rounds a leader remembers the
 // send time of. Older rounds cannot extend a lease that is still running.
@@ -83,6 +105,17 @@ type Node struct {
 
 	// electionDeadline is when a follower or candidate next campaigns.
 	electionDeadline protocols.Time
+	// redrawn counts the times in a row Tick found the deadline long
+	// overshot and drew a fresh one (see stalled); after maxRedraws the
+	// next expiry campaigns whatever the overshoot, so a driver that is
+	// always late still campaigns. resetElectionTimer clears it.
+	redrawn int
+	// rivalTerm is the proposed term of the last pre-vote this node
+	// granted to another node while a pre-candidate itself; preVoteWon marks a pre-candidate that won
+	// its pre-vote and waits for electionDeadline to campaign, because it
+	// knew of that rival (see tally).
+	rivalTerm  uint64
+	preVoteWon bool
 	// voteBlockUntil: until then, refuse every candidate but the one
 	// already voted for (the lease's other half).
 	voteBlockUntil protocols.Time
@@ -305,6 +338,26 @@ func (n *Node) sortedMembers() []protocols.ID {
 func (n *Node) resetElectionTimer(now protocols.Time) {
 	et := n.cfg.ElectionTimeout
 	n.electionDeadline = now.Add(et + time.Duration(n.cfg.Rand.Int64N(int64(et))))
+	n.redrawn = 0
+}
+
+// spread moves the election deadline to a random point in [now, now +
+// ElectionTimeout): nodes that would otherwise campaign at one instant
+// draw apart, as the randomised timeout meant them to.
+func (n *Node) spread(now protocols.Time) {
+	n.electionDeadline = now.Add(time.Duration(n.cfg.Rand.Int64N(int64(n.cfg.ElectionTimeout))))
+}
+
+// stalled reports whether a timer due at due, and found expired at now,
+// is overdue by more than a quarter of an election timeout: the process
+// was not running when it fell due (a host overload, a VM pause, SIGSTOP)
+// rather than woken a little late. A driver wakes at NextDeadline, or
+// ticks at a fixed rate well below that bound. After a stall that every
+// voter shared, each of them finds its deadline expired at the same
+// wake-up, whatever it drew: campaigning then splits the vote
+// (docs/multihost.md).
+func (n *Node) stalled(now, due protocols.Time) bool {
+	return now.Sub(due) > n.cfg.ElectionTimeout/4
 }
 
 func (n *Node) send(m protocols.Message) {
@@ -338,6 +391,7 @@ func (n *Node) becomeFollower(now protocols.Time, term uint64, leader protocols.
 		n.log.Infow("stepping down", "term", n.term)
 	}
 	n.state = stateFollower
+	n.preVoteWon = false
 	n.leader = leader
 	n.leaseUntil = 0
 	n.transferTo = protocols.None
@@ -350,6 +404,7 @@ func (n *Node) becomePreCandidate(now protocols.Time) {
 		return
 	}
 	n.state = statePreCandidate
+	n.preVoteWon = false
 	n.leader = protocols.None
 	clear(n.granted)
 	clear(n.rejected)
@@ -447,6 +502,7 @@ func (n *Node) campaign(now protocols.Time, transfer bool) {
 	n.term++
 	n.vote = n.id
 	n.state = stateCandidate
+	n.preVoteWon = false
 	n.leader = protocols.None
 	n.campaignTime = now
 	n.voteBlockUntil = now.Add(n.cfg.ElectionTimeout)
@@ -624,12 +680,31 @@ func (n *Node) Tick(now protocols.Time) {
 			n.maybeHandOver(now)
 		}
 	default:
-		if n.mayStand() && now >= n.electionDeadline && now >= n.voteBlockUntil {
-			if n.cfg.PreVote {
-				n.becomePreCandidate(now)
-			} else {
-				n.campaign(now, false)
-			}
+		due := max(n.electionDeadline, n.voteBlockUntil)
+		if !n.mayStand() || now < due {
+			return
+		}
+		if n.redrawn < maxRedraws && !n.soleVoter() && n.stalled(now, due) {
+			// Whoever else stalled with us wakes now too, its deadline
+			// just as expired: draw apart instead of campaigning at once.
+			// Messages queued during the stall (a live leader's
+			// heartbeat) are stepped before the new deadline. A sole
+			// voter has nobody to split with (and its first deadline is
+			// its start, which a slow start overshoots).
+			n.log.Infow("election timer overshot: the process stalled; drawing a new deadline",
+				"overdue", now.Sub(due), "term", n.term)
+			n.redrawn++
+			n.spread(now)
+			return
+		}
+		switch {
+		case n.preVoteWon && n.won():
+			// The wait after a contested pre-vote is over (see tally).
+			n.campaign(now, false)
+		case n.cfg.PreVote:
+			n.becomePreCandidate(now)
+		default:
+			n.campaign(now, false)
 		}
 	}
 }
@@ -875,6 +950,13 @@ func (n *Node) handlePreVote(now protocols.Time, m protocols.Message) {
 		n.send(protocols.Message{Kind: protocols.MsgPreVoteResp, To: m.From, Reject: true, Context: m.Context})
 		return
 	}
+	if n.state == statePreCandidate {
+		// A rival of our own pre-vote (see tally). A follower's grant
+		// does not count: the one it granted pre-campaigned first and
+		// may campaign at once, and whoever waits for everyone that
+		// granted it would only bring more pre-candidates in.
+		n.rivalTerm = m.Term
+	}
 	n.send(protocols.Message{Kind: protocols.MsgPreVoteResp, To: m.From, Term: m.Term, Context: m.Context})
 }
 
@@ -964,6 +1046,21 @@ func (n *Node) tally(now protocols.Time, want state) {
 			// We granted a vote or heard a leader since the pre-vote
 			// began: campaigning now would break that promise.
 			n.becomeFollower(now, n.term, n.leader)
+			return
+		}
+		if n.rivalTerm == n.term+1 {
+			// We granted another pre-candidate's pre-vote for this
+			// term: it may win its pre-vote at this very moment (a
+			// voter both wait on answers both at once, as one waking
+			// from a stall does), and two campaigns split the vote.
+			// Campaign at a random point of the next election timeout
+			// instead; the rival's vote request, if it comes first,
+			// finds us willing to grant it.
+			if !n.preVoteWon {
+				n.preVoteWon = true
+				n.spread(now)
+				n.log.Debugw("pre-vote won; a rival pre-candidate exists, campaigning later", "term", n.term+1)
+			}
 			return
 		}
 		n.campaign(now, false)

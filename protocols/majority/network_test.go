@@ -110,3 +110,42 @@ func (panicTB) Helper() {}
 func (panicTB) Fatal(args ...any) { panic(fmt.Sprint(args...)) }
 
 func (panicTB) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+
+// stall freezes the processes of ids for d, as a host overload or a VM
+// pause does: they do not tick and messages to them wait, while the rest
+// run on. Then each of them wakes at the same instant, ticks first (a
+// driver whose timer fired during the stall may well handle it before
+// its socket) and steps what waited, in the order it was sent.
+func (tn *testNet) stall(d time.Duration, ids []protocols.ID) {
+	frozen := make(map[protocols.ID]bool, len(ids))
+	for _, id := range ids {
+		frozen[id] = true
+	}
+	var held []protocols.Message
+	drop := tn.Drop
+	tn.Drop = func(m protocols.Message) bool {
+		if frozen[m.To] && !tn.Crashed[m.To] {
+			held = append(held, m)
+			return true
+		}
+		return drop != nil && drop(m)
+	}
+	for end := tn.Now.Add(d); tn.Now < end; {
+		tn.Now = tn.Now.Add(tn.Tick)
+		for _, id := range tn.Live() {
+			if !frozen[id] {
+				tn.Nodes[id].Tick(tn.Now)
+			}
+		}
+		tn.Deliver()
+	}
+	tn.Drop = drop
+	for _, id := range ids {
+		if !tn.Crashed[id] {
+			tn.Nodes[id].Tick(tn.Now)
+			tn.Drain(id)
+		}
+	}
+	tn.Queue = append(tn.Queue, held...)
+	tn.Deliver()
+}

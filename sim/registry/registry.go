@@ -82,7 +82,8 @@ func Lookup(name string) (Entry, error) {
 }
 
 // Options returns sim options for the named protocol with every other field
-// at its default.
+// at its default, except that majority's faults include group pauses
+// (sim.MajorityFaults).
 func Options(name string) (sim.Options, error) {
 	e, err := Lookup(name)
 	if err != nil {
@@ -93,6 +94,9 @@ func Options(name string) (sim.Options, error) {
 	}
 	o := sim.Options{Factory: e.Factory, ElectionTimeout: 100 * time.Millisecond}
 	o.Checks = e.Checks(o.ElectionTimeout)
+	if name == core.ProtocolMajority {
+		o.Faults = sim.MajorityFaults()
+	}
 	return o, nil
 }
 
@@ -123,7 +127,8 @@ const (
 // faults and the failover probe on with a bound of failoverETs election
 // timeouts. Majority runs with two observers, so that the observers'
 // gossip path runs too and clusters of 3, 5 and 7 nodes have an odd number
-// of voters (1, 3, 5), as deployments do.
+// of voters (1, 3, 5), as deployments do, and with group pauses
+// (sim.MajorityFaults), which line its election timers up.
 func CoreOptions(f sim.CoreFactory, checks func(time.Duration) sim.Checks, observers bool, failoverETs int) sim.Options {
 	d := config.Default()
 	o := sim.Options{
@@ -134,6 +139,7 @@ func CoreOptions(f sim.CoreFactory, checks func(time.Duration) sim.Checks, obser
 	}
 	if observers {
 		o.Observers = 2
+		o.Faults = append(o.Faults, sim.FaultPauseGroup)
 	}
 	o.Checks = checks(o.ElectionTimeout)
 	o.Checks.LivenessBound = coreLivenessETs * o.ElectionTimeout

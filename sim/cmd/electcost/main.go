@@ -22,6 +22,13 @@
 // and the next seeds would cost as much. -full-check swaps the incremental
 // checker for the simulator's O(N)-per-event one, for comparison.
 //
+// -stall freezes the survivors' processes together after the crash (a host
+// overload, a VM pause), -stall-every again until they agree, -stall-nodes
+// only some of them (sim.Failover's stalls); majority's rows count the
+// terms each election took, more than one being a split vote:
+//
+//	go run ./sim/cmd/electcost -protocols majority -sizes 3,4,5 -trials 200 -fleet= -stall 500ms
+//
 // Fleet rows (-fleet, up to 10,000 members by default) are majority with a
 // fixed voter set (-fleet-voters) and every other member an observer, as
 // the agent runs a daemon on every host: the voters' failover is simulated
@@ -66,6 +73,10 @@ type config struct {
 	fullCheck          bool
 	fleet              []int
 	fleetVoters        int
+	// stall, stallAfter, stallEvery and stallNodes are sim.Failover's
+	// whole-process stalls of the survivors (off when stall is zero).
+	stall, stallAfter, stallEvery time.Duration
+	stallNodes                    int
 }
 
 // Row is the measurement of one protocol at one cluster size, averaged over
@@ -92,6 +103,11 @@ type Row struct {
 	// crash to agreement.
 	VirtualMsMedian float64 `json:"virtual_ms_median"`
 	VirtualMsMax    float64 `json:"virtual_ms_max"`
+	// TermsMedian and TermsMax (majority only) are the terms an election
+	// took: the new leader's term minus the crashed one's; more than one
+	// is a split vote (or a campaign that lost) on the way.
+	TermsMedian float64 `json:"terms_median,omitempty"`
+	TermsMax    uint64  `json:"terms_max,omitempty"`
 	// Suspected counts the elected trials in which some survivor's detector
 	// suspected the leader before agreement (elsewhere an election timeout
 	// fired first); SuspectMsMedian is the simulated time from the crash to
@@ -163,6 +179,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	fleet := fs.String("fleet", join(d.fleet), "member counts of fleet rows: majority with -fleet-voters voters, the rest observers learning the leader by gossip (empty: none; needs majority in -protocols)")
 	fleetVoters := fs.Int("fleet-voters", d.fleetVoters, "voters of the fleet rows")
+	stall := fs.Duration("stall", 0, "freeze survivors' processes together for this long (a host overload or VM pause; 0: never)")
+	stallAfter := fs.Duration("stall-after", 0, "when the first stall starts, after the crash")
+	stallEvery := fs.Duration("stall-every", 0, "period of further stalls until the survivors agree (0: one stall)")
+	stallNodes := fs.Int("stall-nodes", 0, "survivors that stall, drawn per stall (0: all)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -174,6 +194,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		trials: *trials, seed: *seed,
 		heartbeat: *hb, timeout: *et, minDelay: *minDelay, maxDelay: *maxDelay,
 		limit: *limit, maxEvents: *maxEvents, fullCheck: *full,
+		stall: *stall, stallAfter: *stallAfter, stallEvery: *stallEvery, stallNodes: *stallNodes,
 	}
 	var err error
 	if cfg.sizes, err = parseSizes(*sizes); err != nil {
@@ -195,6 +216,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if cfg.trials < 1 {
 		fmt.Fprintln(stderr, "electcost: -trials must be at least 1")
+		return 2
+	}
+	if cfg.stall < 0 || cfg.stallAfter < 0 || cfg.stallEvery < 0 || cfg.stallNodes < 0 {
+		fmt.Fprintln(stderr, "electcost: -stall, -stall-after, -stall-every and -stall-nodes must not be negative")
 		return 2
 	}
 
@@ -312,6 +337,7 @@ func failover(cfg config, protocol string, n int, seed uint64) (trial, error) {
 		Limit: cfg.limit, MaxEvents: cfg.maxEvents, FullCheck: cfg.fullCheck,
 		OnCrash:  func() { t0 = time.Now() },
 		OnAgreed: func() { t.wall = time.Since(t0) },
+		Stall:    cfg.stall, StallAfter: cfg.stallAfter, StallEvery: cfg.stallEvery, StallNodes: cfg.stallNodes,
 	})
 	switch {
 	case err != nil:
@@ -330,6 +356,7 @@ func measure(cfg config, protocol string, n int) (Row, error) {
 	var (
 		msgs                []int64
 		virt, suspect, wall []time.Duration
+		terms               []uint64
 		events              int64
 		hash                uint64 = 14695981039346656037
 	)
@@ -355,6 +382,7 @@ func measure(cfg config, protocol string, n int) (Row, error) {
 				}
 			}
 			virt = append(virt, res.Elapsed)
+			terms = append(terms, res.NewEpoch-res.Epoch)
 			if res.Suspected >= 0 {
 				suspect = append(suspect, res.Suspected)
 			}
@@ -389,6 +417,11 @@ func measure(cfg config, protocol string, n int) (Row, error) {
 	row.virtual = virt
 	row.VirtualMsMedian = ms(median(virt))
 	row.VirtualMsMax = ms(slices.Max(virt))
+	if protocol == "majority" {
+		slices.Sort(terms)
+		row.TermsMedian = float64(terms[(len(terms)-1)/2]+terms[len(terms)/2]) / 2
+		row.TermsMax = terms[len(terms)-1]
+	}
 	var w time.Duration
 	for _, d := range wall {
 		w += d
@@ -466,25 +499,41 @@ func writeTable(w io.Writer, cfg config, rows []Row, took time.Duration) {
 	if cfg.fullCheck {
 		checker = "full checker (every node after every event)"
 	}
-	fmt.Fprintf(w, "Trials per row: %d, trial i with seed sim.ScheduleSeed(%d, i); %s; limits per phase %v virtual, %d events.\n\n",
+	fmt.Fprintf(w, "Trials per row: %d, trial i with seed sim.ScheduleSeed(%d, i); %s; limits per phase %v virtual, %d events.\n",
 		cfg.trials, cfg.seed, checker, cfg.limit, cfg.maxEvents)
-	fmt.Fprintln(w, "| protocol | N | elected | msgs/election | min–max | theory | by kind | virtual ms median | virtual ms max | suspected first (ms) | wall ms/election | events/election |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|")
+	if cfg.stall > 0 {
+		who := "every survivor freezes"
+		if cfg.stallNodes > 0 {
+			who = fmt.Sprintf("%d survivor(s) freeze", cfg.stallNodes)
+		}
+		again := ""
+		if cfg.stallEvery > 0 {
+			again = fmt.Sprintf(", again every %v until they agree", cfg.stallEvery)
+		}
+		fmt.Fprintf(w, "Stalls: %s together for %v, %v after the crash%s.\n", who, cfg.stall, cfg.stallAfter, again)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| protocol | N | elected | msgs/election | min–max | theory | by kind | virtual ms median | virtual ms max | terms median (max) | suspected first (ms) | wall ms/election | events/election |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
 		if r.Voters > 0 {
 			continue // the fleet table below
 		}
 		if r.Elected == 0 {
-			fmt.Fprintf(w, "| %s | %d | 0/%d | — | — | %s | — | — | — | — | — | — |\n", r.Protocol, r.N, r.Trials, r.Theory)
+			fmt.Fprintf(w, "| %s | %d | 0/%d | — | — | %s | — | — | — | — | — | — | — |\n", r.Protocol, r.N, r.Trials, r.Theory)
 			continue
 		}
 		susp := fmt.Sprintf("%d/%d", r.Suspected, r.Elected)
 		if r.Suspected > 0 {
 			susp += fmt.Sprintf(" (%.0f)", r.SuspectMsMedian)
 		}
-		fmt.Fprintf(w, "| %s | %d | %d/%d | %.1f | %d–%d | %s | %s | %.1f | %.1f | %s | %.2f | %.0f |\n",
+		terms := "—"
+		if r.TermsMax > 0 {
+			terms = fmt.Sprintf("%g (%d)", r.TermsMedian, r.TermsMax)
+		}
+		fmt.Fprintf(w, "| %s | %d | %d/%d | %.1f | %d–%d | %s | %s | %.1f | %.1f | %s | %s | %.2f | %.0f |\n",
 			r.Protocol, r.N, r.Elected, r.Trials, r.MsgsPerElection, r.MsgsMin, r.MsgsMax, r.Theory,
-			byKind(r.MsgsByKind), r.VirtualMsMedian, r.VirtualMsMax, susp, r.WallMsPerElection, r.EventsPerElection)
+			byKind(r.MsgsByKind), r.VirtualMsMedian, r.VirtualMsMax, terms, susp, r.WallMsPerElection, r.EventsPerElection)
 	}
 	writeFleetTable(w, cfg, rows)
 	for _, r := range rows {

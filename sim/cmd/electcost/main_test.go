@@ -203,6 +203,28 @@ func TestEventLimitStopsRow(t *testing.T) {
 	}
 }
 
+// TestStalls: with -stall every survivor freezes together after the
+// crash, so no failover ends before the stall does; majority's rows count
+// the terms each election took, and the table says what stalled.
+func TestStalls(t *testing.T) {
+	rows := jsonRows(t, "-sizes", "4", "-trials", "3", "-protocols", "majority,bully", "-stall", "500ms", "-fleet=")
+	for _, r := range rows {
+		if r.Elected != r.Trials || r.VirtualMsMedian < 500 {
+			t.Errorf("bad row %+v", r)
+		}
+		if (r.Protocol == "majority") != (r.TermsMax >= 1 && r.TermsMedian >= 1) {
+			t.Errorf("%s: terms %g (max %d)", r.Protocol, r.TermsMedian, r.TermsMax)
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"-sizes", "3", "-trials", "1", "-protocols", "majority", "-stall", "500ms", "-stall-nodes", "1", "-stall-every", "1s"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if want := "Stalls: 1 survivor(s) freeze together for 500ms, 0s after the crash, again every 1s until they agree."; !strings.Contains(out.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, out.String())
+	}
+}
+
 func TestMarkdown(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := run([]string{"-sizes", "3", "-trials", "1", "-protocols", "majority,ring-hs"}, &out, &errb); code != 0 {
@@ -221,6 +243,8 @@ func TestBadInput(t *testing.T) {
 		{"-sizes", "2"},
 		{"-sizes", "x"},
 		{"-trials", "0"},
+		{"-stall", "-1s"},
+		{"-stall", "1s", "-stall-nodes", "-1"},
 		{"-bogus"},
 		{"extra"},
 	} {

@@ -145,7 +145,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // allFaults is every kind -faults accepts.
 func allFaults() []sim.FaultKind {
-	return append(sim.VoterFaults(), sim.FaultHealth, sim.FaultRestartNewPeer, sim.FaultLeave)
+	return append(sim.VoterFaults(), sim.FaultHealth, sim.FaultRestartNewPeer, sim.FaultLeave, sim.FaultPauseGroup)
 }
 
 func faultNames() string {
