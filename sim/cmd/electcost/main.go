@@ -236,6 +236,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var rows []Row
 	for _, p := range cfg.protocols {
 		for _, n := range cfg.sizes {
+			if p == "majority" && n > protocols.MaxVoters {
+				// Every member of a row is a voter, and majority refuses
+				// more than MaxVoters: larger majority clusters are the
+				// fleet rows (a fixed voter set, the rest observers).
+				fmt.Fprintf(stderr, "electcost: majority N=%d skipped: more than %d voters is refused (protocols.MaxVoters); the fleet rows show larger clusters\n", n, protocols.MaxVoters)
+				continue
+			}
 			t0 := time.Now()
 			row, err := measure(cfg, p, n)
 			if err != nil {

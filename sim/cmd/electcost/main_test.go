@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"math/bits"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -252,5 +253,23 @@ func TestBadInput(t *testing.T) {
 		if code := run(args, &out, &errb); code != 2 || errb.Len() == 0 {
 			t.Errorf("%v: exit %d, stderr %q; want 2 with a message", args, code, errb.String())
 		}
+	}
+}
+
+// TestMajorityBeyondMaxVotersIsSkipped checks that the default sizes, which
+// go past the voter cap, still run: majority rows above protocols.MaxVoters
+// are skipped with a word on stderr (the fleet rows cover them), not an
+// error that stops the whole table.
+func TestMajorityBeyondMaxVotersIsSkipped(t *testing.T) {
+	var out, errb bytes.Buffer
+	size := strconv.Itoa(protocols.MaxVoters + 1)
+	if code := run([]string{"-json", "-protocols", "majority", "-sizes", "3," + size, "-trials", "1", "-fleet="}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+	if !strings.Contains(errb.String(), "majority N="+size+" skipped") {
+		t.Errorf("stderr %q does not say the row was skipped", errb.String())
+	}
+	if got := strings.Count(out.String(), `"protocol":"majority"`); got != 1 {
+		t.Errorf("%d majority rows, want 1 (N=3):\n%s", got, out.String())
 	}
 }
