@@ -414,9 +414,8 @@ func (fo *failover) pause() []int {
 	return live
 }
 
-// resume wakes the nodes pause froze, in order, at one instant: each one
-// ticks before or after stepping its queued messages, drawn at random as
-// run.resume does, but through fo.tick, so that a peer still frozen at
+// resume wakes the nodes pause froze, in order, at one instant, as
+// run.resume does but through fo.tick, so that a peer still frozen at
 // this instant is not fed to its failure detector as unheard.
 func (fo *failover) resume(stalled []int) {
 	r := fo.r
@@ -426,24 +425,7 @@ func (fo *failover) resume(stalled []int) {
 			continue
 		}
 		r.rec(traceRec{kind: recUndo, node: int32(i), a: uint64(FaultPause), b: uint64(i)})
-		n.paused = false
-		pend := n.pending
-		n.pending = nil
-		n.tickGen++
-		tickFirst := r.rng.IntN(2) == 0
-		if tickFirst {
-			fo.tick(n)
-		}
-		for _, m := range pend {
-			if r.done || n.p == nil {
-				return
-			}
-			r.step(n, m)
-		}
-		if !tickFirst && !r.done {
-			fo.tick(n)
-		}
-		if r.done {
+		if !r.resumeWith(n, fo.tick) || r.done {
 			return
 		}
 		fo.check(n)

@@ -661,24 +661,30 @@ func (r *run) restart(n *node) {
 	}
 }
 
-func (r *run) resume(n *node) {
+func (r *run) resume(n *node) { r.resumeWith(n, r.tick) }
+
+// resumeWith wakes paused node n: it ticks (through tick) before or after
+// stepping the messages queued while it was frozen, drawn at random. It
+// reports false when it stopped early, the run done or the node gone.
+func (r *run) resumeWith(n *node, tick func(*node)) bool {
 	n.paused = false
 	pend := n.pending
 	n.pending = nil
 	n.tickGen++
 	tickFirst := r.rng.IntN(2) == 0
 	if tickFirst {
-		r.tick(n)
+		tick(n)
 	}
 	for _, m := range pend {
 		if r.done || n.p == nil {
-			return
+			return false
 		}
 		r.step(n, m)
 	}
 	if !tickFirst && !r.done {
-		r.tick(n)
+		tick(n)
 	}
+	return true
 }
 
 // target resolves an Action's Target to a node index.
