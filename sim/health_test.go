@@ -128,21 +128,7 @@ func TestBullyRingHealthSchedules(t *testing.T) {
 	}
 	for _, name := range []string{"bully", "ring", "ring-hs"} {
 		t.Run(name, func(t *testing.T) {
-			o := bullyRingHealthOptions(t, name)
-			st, bad, err := sim.RunMany(o, sim.Batch{Base: 21, Schedules: n, MaxViolations: 3})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, r := range bad {
-				t.Errorf("%s violated %s under health faults (seed %d)\n%v", name, r.Violation.Invariant, r.Seed, r.Violation)
-			}
-			t.Logf("\n%s", st)
-			if len(bad) == 0 && st.Schedules != n {
-				t.Fatalf("ran %d schedules, want %d", st.Schedules, n)
-			}
-			if st.Faults[sim.FaultHealth] == 0 {
-				t.Error("no health fault injected")
-			}
+			runHealthBatch(t, name, bullyRingHealthOptions(t, name), sim.Batch{Base: 21, Schedules: n, MaxViolations: 3}, "")
 		})
 	}
 }
@@ -201,26 +187,34 @@ func idsOnly(name string) sim.Factory {
 func TestCoreHealthSchedules(t *testing.T) {
 	for _, name := range []string{"core-bully", "core-ring", "core-ring-hs"} {
 		t.Run(name, func(t *testing.T) {
-			o := coreHealthOptions(t, name)
 			n := 200
 			if testing.Short() || racetest.Enabled {
 				n = 40
 			}
-			st, bad, err := sim.RunMany(o, sim.Batch{Base: 5, Schedules: n, MaxViolations: 3})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, r := range bad {
-				t.Errorf("%s violated %s under health faults; replay with: go test ./sim -run TestCoreHealthSchedules (seed %d)\n%v", name, r.Violation.Invariant, r.Seed, r.Violation)
-			}
-			t.Logf("\n%s", st)
-			if len(bad) == 0 && st.Schedules != n {
-				t.Fatalf("ran %d schedules, want %d", st.Schedules, n)
-			}
-			if st.Faults[sim.FaultHealth] == 0 {
-				t.Error("no health fault injected")
-			}
+			runHealthBatch(t, name, coreHealthOptions(t, name), sim.Batch{Base: 5, Schedules: n, MaxViolations: 3},
+				"; replay with: go test ./sim -run TestCoreHealthSchedules")
 		})
+	}
+}
+
+// runHealthBatch runs batch b of variant name under the health nemesis
+// and fails on any violation (hint follows "under health faults" in the
+// message), on a batch cut short, or when no health fault was injected.
+func runHealthBatch(t *testing.T, name string, o sim.Options, b sim.Batch, hint string) {
+	t.Helper()
+	st, bad, err := sim.RunMany(o, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range bad {
+		t.Errorf("%s violated %s under health faults%s (seed %d)\n%v", name, r.Violation.Invariant, hint, r.Seed, r.Violation)
+	}
+	t.Logf("\n%s", st)
+	if len(bad) == 0 && st.Schedules != b.Schedules {
+		t.Fatalf("ran %d schedules, want %d", st.Schedules, b.Schedules)
+	}
+	if st.Faults[sim.FaultHealth] == 0 {
+		t.Error("no health fault injected")
 	}
 }
 
