@@ -494,6 +494,25 @@ func (w *watcher) finish(t testing.TB) {
 	}
 }
 
+// statuses asks every host in hs for its status. desc describes every
+// answer and error, for a failure message; ok is false when a host did not
+// answer, and sts then holds only the answers.
+func statuses(hs []*host) (sts []api.Status, desc string, ok bool) {
+	var b strings.Builder
+	ok = true
+	for _, h := range hs {
+		st, err := h.status()
+		if err != nil {
+			fmt.Fprintf(&b, "%s: %v; ", h.name, err)
+			ok = false
+			continue
+		}
+		fmt.Fprintf(&b, "%s: role=%s leader=%q epoch=%d; ", h.name, st.Role, st.Leader, st.Epoch)
+		sts = append(sts, st)
+	}
+	return sts, b.String(), ok
+}
+
 // leaderNotIn polls hs until every one of them names the same leader,
 // not one of avoid, in the same epoch, and that leader (one of hs) says
 // it leads. Unlike agreement it does not wait for gossip to count a
@@ -502,27 +521,16 @@ func (w *watcher) finish(t testing.TB) {
 func (c *cluster) leaderNotIn(hs []*host, since time.Time, avoid ...string) (string, uint64, time.Duration) {
 	c.t.Helper()
 	deadline := time.Now().Add(waitLimit)
-	var desc strings.Builder
+	var desc string
 	for time.Now().Before(deadline) {
-		desc.Reset()
 		var (
-			leader string
-			epoch  uint64
-			ok     = true
-			leads  = false
+			sts []api.Status
+			ok  bool
 		)
-		for i, h := range hs {
-			st, err := h.status()
-			if err != nil {
-				fmt.Fprintf(&desc, "%s: %v; ", h.name, err)
-				ok = false
-				continue
-			}
-			fmt.Fprintf(&desc, "%s: role=%s leader=%q epoch=%d; ", h.name, st.Role, st.Leader, st.Epoch)
-			if i == 0 {
-				leader, epoch = st.Leader, st.Epoch
-			}
-			if st.Leader == "" || st.Leader != leader || st.Epoch != epoch || slices.Contains(avoid, st.Leader) {
+		sts, desc, ok = statuses(hs)
+		leads := false
+		for _, st := range sts {
+			if st.Leader == "" || st.Leader != sts[0].Leader || st.Epoch != sts[0].Epoch || slices.Contains(avoid, st.Leader) {
 				ok = false
 			}
 			if st.Node == st.Leader && st.Role == api.RoleLeader {
@@ -530,10 +538,10 @@ func (c *cluster) leaderNotIn(hs []*host, since time.Time, avoid ...string) (str
 			}
 		}
 		if ok && leads {
-			return leader, epoch, time.Since(since)
+			return sts[0].Leader, sts[0].Epoch, time.Since(since)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	c.t.Fatalf("no leader other than %v agreed by %d hosts within %v: %s", avoid, len(hs), waitLimit, desc.String())
+	c.t.Fatalf("no leader other than %v agreed by %d hosts within %v: %s", avoid, len(hs), waitLimit, desc)
 	return "", 0, 0
 }

@@ -22,25 +22,17 @@ func (c *cluster) leaderIs(hs []*host, name string, minEpoch uint64, since time.
 	c.t.Helper()
 	var epoch uint64
 	waitFor(c.t, fmt.Sprintf("every host to name %s leader above epoch %d", name, minEpoch), func() (bool, string) {
-		var desc strings.Builder
-		ok := true
-		epoch = 0
-		for _, h := range hs {
-			st, err := h.status()
-			if err != nil {
-				fmt.Fprintf(&desc, "%s: %v; ", h.name, err)
-				ok = false
-				continue
-			}
-			fmt.Fprintf(&desc, "%s: role=%s leader=%q epoch=%d; ", h.name, st.Role, st.Leader, st.Epoch)
-			if epoch == 0 {
-				epoch = st.Epoch
-			}
-			if st.Leader != name || st.Epoch != epoch || st.Epoch <= minEpoch || (h.name == name && st.Role != api.RoleLeader) {
-				ok = false
+		sts, desc, ok := statuses(hs)
+		if !ok {
+			return false, desc
+		}
+		epoch = sts[0].Epoch
+		for _, st := range sts {
+			if st.Leader != name || st.Epoch != epoch || st.Epoch <= minEpoch || (st.Node == name && st.Role != api.RoleLeader) {
+				return false, desc
 			}
 		}
-		return ok, desc.String()
+		return true, desc
 	})
 	return epoch, time.Since(since)
 }
