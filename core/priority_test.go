@@ -15,17 +15,26 @@ func (tn *testNode) electionTargets() []protocols.ID {
 	tn.now = tn.now.Add(10 * time.Millisecond)
 	tn.Tick(tn.now)
 	var to []protocols.ID
+	for _, m := range tn.sent(protocols.MsgElection) {
+		to = append(to, m.To)
+	}
+	slices.Sort(to)
+	return to
+}
+
+// sent carries out every pending Ready and returns its messages of kind.
+func (tn *testNode) sent(kind protocols.MessageKind) []protocols.Message {
+	var out []protocols.Message
 	for tn.HasReady() {
 		rd := tn.Ready()
 		for _, m := range rd.Messages {
-			if m.Kind == protocols.MsgElection {
-				to = append(to, m.To)
+			if m.Kind == kind {
+				out = append(out, m)
 			}
 		}
 		tn.Advance(rd)
 	}
-	slices.Sort(to)
-	return to
+	return out
 }
 
 // TestPriorityReachesBully: this node's priority (its candidacy) and the
@@ -145,14 +154,8 @@ func TestGossipPriorityChangeReachesRing(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cands []protocols.ID
-	for tn.HasReady() {
-		rd := tn.Ready()
-		for _, m := range rd.Messages {
-			if m.Kind == protocols.MsgRingElect {
-				cands = append(cands, m.Candidate)
-			}
-		}
-		tn.Advance(rd)
+	for _, m := range tn.sent(protocols.MsgRingElect) {
+		cands = append(cands, m.Candidate)
 	}
 	if !slices.Equal(cands, []protocols.ID{2}) {
 		t.Errorf("election messages sent for candidates %v, want [2]: 2's priority 10 ranks it above this node's 5", cands)
