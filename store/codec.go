@@ -94,10 +94,10 @@ func Decode(b []byte) (protocols.HardState, error) {
 	end := len(b) - 4
 	// The checksum is checked first so that a flipped bit anywhere is
 	// reported as such, rather than as a confusing "unknown version".
-	if got, want := binary.BigEndian.Uint32(b[end:]), crc32.Checksum(b[:end], castagnoli); got != want {
-		return protocols.HardState{}, fmt.Errorf("%w: checksum %08x, want %08x", ErrCorrupt, got, want)
+	if err := checkSum(b); err != nil {
+		return protocols.HardState{}, err
 	}
-	if err := checkHeader(b, recordVersion); err != nil {
+	if err := checkHeader(b, magic, recordVersion, flagCommitted); err != nil {
 		return protocols.HardState{}, err
 	}
 	flags := binary.BigEndian.Uint16(b[6:8])
@@ -128,10 +128,10 @@ func Decode(b []byte) (protocols.HardState, error) {
 }
 
 func decodeV1(b []byte) (protocols.HardState, error) {
-	if got, want := binary.BigEndian.Uint32(b[32:36]), crc32.Checksum(b[:32], castagnoli); got != want {
-		return protocols.HardState{}, fmt.Errorf("%w: checksum %08x, want %08x", ErrCorrupt, got, want)
+	if err := checkSum(b); err != nil {
+		return protocols.HardState{}, err
 	}
-	if err := checkHeader(b, recordVersionV1); err != nil {
+	if err := checkHeader(b, magic, recordVersionV1, 0); err != nil {
 		return protocols.HardState{}, err
 	}
 	return protocols.HardState{
@@ -141,16 +141,25 @@ func decodeV1(b []byte) (protocols.HardState, error) {
 	}, nil
 }
 
-func checkHeader(b []byte, version uint16) error {
-	if [4]byte(b[0:4]) != magic {
+// checkSum checks the CRC-32C that ends every record this package
+// writes against the bytes before it.
+func checkSum(b []byte) error {
+	end := len(b) - 4
+	if got, want := binary.BigEndian.Uint32(b[end:]), crc32.Checksum(b[:end], castagnoli); got != want {
+		return fmt.Errorf("%w: checksum %08x, want %08x", ErrCorrupt, got, want)
+	}
+	return nil
+}
+
+// checkHeader checks the 8-byte header every record of this package
+// starts with: its kind's magic, version, and flags of which only allowed
+// may be set.
+func checkHeader(b []byte, want [4]byte, version, allowed uint16) error {
+	if [4]byte(b[0:4]) != want {
 		return fmt.Errorf("%w: bad magic %q", ErrCorrupt, b[0:4])
 	}
 	if v := binary.BigEndian.Uint16(b[4:6]); v != version {
 		return fmt.Errorf("%w: unknown version %d for a record of %d bytes", ErrCorrupt, v, len(b))
-	}
-	allowed := uint16(0)
-	if version == recordVersion {
-		allowed = flagCommitted
 	}
 	if r := binary.BigEndian.Uint16(b[6:8]); r&^allowed != 0 {
 		return fmt.Errorf("%w: reserved bits %#x set", ErrCorrupt, r&^allowed)

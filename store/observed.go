@@ -60,17 +60,11 @@ func DecodeObserved(b []byte) (uint64, error) {
 	if len(b) != ObservedRecordSize {
 		return 0, fmt.Errorf("%w: size %d bytes, want %d", ErrCorrupt, len(b), ObservedRecordSize)
 	}
-	if got, want := binary.BigEndian.Uint32(b[16:20]), crc32.Checksum(b[:16], castagnoli); got != want {
-		return 0, fmt.Errorf("%w: checksum %08x, want %08x", ErrCorrupt, got, want)
+	if err := checkSum(b); err != nil {
+		return 0, err
 	}
-	if [4]byte(b[0:4]) != observedMagic {
-		return 0, fmt.Errorf("%w: bad magic %q", ErrCorrupt, b[0:4])
-	}
-	if v := binary.BigEndian.Uint16(b[4:6]); v != observedVersion {
-		return 0, fmt.Errorf("%w: unknown version %d", ErrCorrupt, v)
-	}
-	if r := binary.BigEndian.Uint16(b[6:8]); r != 0 {
-		return 0, fmt.Errorf("%w: reserved bits %#x set", ErrCorrupt, r)
+	if err := checkHeader(b, observedMagic, observedVersion, 0); err != nil {
+		return 0, err
 	}
 	return binary.BigEndian.Uint64(b[8:16]), nil
 }
