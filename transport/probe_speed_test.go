@@ -85,12 +85,8 @@ func TestIdleMemberIsProbedSlowly(t *testing.T) {
 	b := newTestHost(t, 2, nil)
 	c := newTestHost(t, 3, nil)
 	for _, p := range []*testHost{b, c} {
-		if err := a.SetPeer(p.cfg.Self, p.PeerID(), p.Addrs()[0]); err != nil {
-			t.Fatal(err)
-		}
-		if err := p.SetPeer(1, a.PeerID(), a.Addrs()[0]); err != nil {
-			t.Fatal(err)
-		}
+		admit(t, a, p)
+		admit(t, p, a)
 	}
 	a.Send(3, protocols.Message{Kind: protocols.MsgHeartbeat, From: 1, To: 3})
 	waitUntil(t, "c to receive", func() bool { return len(c.Inbound()) > 0 })
@@ -117,12 +113,8 @@ func TestIdleMemberThatVanishesIsUnreachable(t *testing.T) {
 	}
 	a := newTestHost(t, 1, nil, speeds)
 	b := newTestHost(t, 2, nil)
-	if err := a.SetPeer(2, b.PeerID(), b.Addrs()[0]); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.SetPeer(1, a.PeerID(), a.Addrs()[0]); err != nil {
-		t.Fatal(err)
-	}
+	admit(t, a, b)
+	admit(t, b, a)
 	toB := a.peerOf(2)
 	waitUntil(t, "a to probe b", func() bool { return toB.probes.Load() >= 1 && !toB.failed.Load() })
 	if err := b.Close(); err != nil {
@@ -141,12 +133,8 @@ func busyPair(t *testing.T, prepare ...func(b *testHost)) (a, b *testHost) {
 	for _, f := range prepare {
 		f(b)
 	}
-	if err := a.SetPeer(2, b.PeerID(), b.Addrs()[0]); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.SetPeer(1, a.PeerID(), a.Addrs()[0]); err != nil {
-		t.Fatal(err)
-	}
+	admit(t, a, b)
+	admit(t, b, a)
 	a.Send(2, protocols.Message{Kind: protocols.MsgHeartbeat, From: 1, To: 2})
 	waitUntil(t, "b to receive", func() bool { return len(b.Inbound()) > 0 })
 	return a, b
@@ -189,12 +177,8 @@ func TestUnprobedMemberCostsNothing(t *testing.T) {
 	c := newTestHost(t, 3, nil)
 	a.SetProbed(2, false)
 	for _, p := range []*testHost{b, c} {
-		if err := a.SetPeer(p.cfg.Self, p.PeerID(), p.Addrs()[0]); err != nil {
-			t.Fatal(err)
-		}
-		if err := p.SetPeer(1, a.PeerID(), a.Addrs()[0]); err != nil {
-			t.Fatal(err)
-		}
+		admit(t, a, p)
+		admit(t, p, a)
 	}
 	// c, probed at the fast speed because a sends to it, is the
 	// yardstick: once it had several probes, b had as many chances.
