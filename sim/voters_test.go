@@ -131,3 +131,29 @@ func TestMismatchedBootstrapLists(t *testing.T) {
 		}
 	}
 }
+
+// restartLeaseSeed replays, with voterOptions, the lease violation that a
+// sole voter campaigning at once after a restart caused: n3, the only voter
+// of [n3], acknowledged n2 (the leader that removed itself) in term 2,
+// crashed, restarted and took a lease 5 ms later while n2's still ran.
+const restartLeaseSeed = 2112928646504161275
+
+// TestRestartedSoleVoterWaitsOutLeases replays restartLeaseSeed: clean with
+// the restart wait, and the same seed violates the lease with the wait
+// switched off (the planted RestartForgetsLease), so the test can fail.
+func TestRestartedSoleVoterWaitsOutLeases(t *testing.T) {
+	res, err := sim.Run(voterOptions(t, majority.Unsafe{}), restartLeaseSeed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Violation != nil {
+		t.Errorf("seed %d violates with the restart wait:\n%v", restartLeaseSeed, res.Violation)
+	}
+	res, err = sim.Run(voterOptions(t, majority.Unsafe{RestartForgetsLease: true}), restartLeaseSeed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Violation == nil || res.Violation.Invariant != sim.InvLease {
+		t.Errorf("seed %d with the restart wait off: want a lease violation, got %v", restartLeaseSeed, res.Violation)
+	}
+}

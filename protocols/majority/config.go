@@ -88,6 +88,14 @@ type Unsafe struct {
 	// while its Candidacy says it is ineligible (a failing agent may
 	// campaign).
 	IneligibleCampaigns bool
+	// RestartForgetsLease lets a restarted sole voter campaign at once,
+	// forgetting a lease it may have granted just before the crash (the
+	// rule the restart wait replaced).
+	RestartForgetsLease bool
+	// LeaseTooLong makes a leader count its lease for three election
+	// timeouts after a confirmed round instead of ET·(1−ρ)/(1+ρ), so it
+	// keeps reporting a valid lease after voters may have elected another.
+	LeaseTooLong bool
 }
 
 // validate reports every problem with c at once.

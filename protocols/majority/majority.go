@@ -20,8 +20,15 @@
 // lease before it sends TimeoutNow, and voters waive their refusal only for
 // the candidate of the next term that names their current leader.
 //
-// A node that restarts has forgotten whom it heard, so it refuses votes for
-// one ElectionTimeout after start, unless it is the only voter.
+// A node that restarts has forgotten whom it heard and whom it granted a
+// vote, so for one ElectionTimeout after start it neither grants a vote
+// (pre-vote included) nor campaigns. Every lease it could have granted or
+// held before the crash was counted from an ack sent before the crash, so
+// it has run out by then on any clock within MaxClockDrift. The sole voter
+// of a configuration is no exception: a leader that removed itself, or one
+// elected before this configuration, may hold a lease on its last ack. Only
+// a node that has never run (an empty state record) and is the sole voter
+// of its bootstrap list campaigns at once: it has acknowledged nobody.
 //
 // # Timers after a stall
 //
@@ -217,12 +224,25 @@ func New(cfg Config) (*Node, error) {
 		n.committed = conf
 	}
 	now := cfg.Now
-	if n.soleVoter() && (n.conf.Index == 0 || n.committed == n.conf) {
-		// Nobody else can hold a lease: campaign at once. Not while the
-		// configuration that made us the sole voter may be uncommitted: a
-		// leader that removed itself may still hold a lease on our ack.
+	switch {
+	case n.soleVoter() && n.conf.Index == 0 && (cfg.HardState.IsZero() || cfg.Unsafe.RestartForgetsLease):
+		// A sole voter that has never run: nobody can hold a lease on
+		// anything it said, so it campaigns at once.
 		n.electionDeadline = now
-	} else {
+	case n.soleVoter() && n.committed == n.conf && cfg.Unsafe.RestartForgetsLease:
+		// The planted bug: a restarted sole voter campaigns at once,
+		// forgetting a lease it may have granted before the crash.
+		n.electionDeadline = now
+	case n.soleVoter() && (n.conf.Index == 0 || n.committed == n.conf):
+		// A restarted sole voter may have acknowledged another leader
+		// (one that removed itself, or one elected before this
+		// configuration) just before it crashed; that leader's lease
+		// runs for up to an election timeout after the ack. Waiting one
+		// election timeout from the restart outlasts it (package doc, The
+		// lease). It then campaigns at once: nobody can split its vote.
+		n.voteBlockUntil = now.Add(cfg.ElectionTimeout)
+		n.electionDeadline = n.voteBlockUntil
+	default:
 		n.voteBlockUntil = now.Add(cfg.ElectionTimeout)
 		n.resetElectionTimer(now)
 	}
@@ -616,6 +636,9 @@ func (n *Node) maybeCommit() {
 func (n *Node) leaseFrom(sent protocols.Time) protocols.Time {
 	rho := n.cfg.MaxClockDrift
 	d := float64(n.cfg.ElectionTimeout) * (1 - rho) / (1 + rho)
+	if n.cfg.Unsafe.LeaseTooLong {
+		d = float64(3 * n.cfg.ElectionTimeout)
+	}
 	return sent.Add(time.Duration(d))
 }
 
