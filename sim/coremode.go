@@ -131,6 +131,23 @@ func (p coreProto) SetCandidacy(now protocols.Time, c protocols.Candidacy) {
 	p.c.SetHealth(now, core.Health{Candidacy: c})
 }
 
+// ChangeVoters gives the core a voter change as the agent's voters glue
+// does: the core's checks first (the member to add must be live and
+// reachable), then the change.
+func (p coreProto) ChangeVoters(now protocols.Time, c protocols.VoterChange) error {
+	if err := p.c.CheckVoterChange(now, c); err != nil {
+		return err
+	}
+	_, err := p.c.ChangeVoters(now, c)
+	return err
+}
+
+// Problems returns the core's problem lines (configuration conflicts,
+// settings digests, voters not reached).
+func (p coreProto) Problems() []string { return p.c.Status(0).Problems.List() }
+
+var _ protocols.VoterChanger = coreProto{}
+
 func (p coreProto) Status(now protocols.Time) protocols.Status {
 	st, _ := p.c.Leader(now)
 	return st

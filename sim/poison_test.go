@@ -1,7 +1,6 @@
 package sim_test
 
 import (
-	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -12,20 +11,6 @@ import (
 	"github.com/conclave-agent/conclave/sim"
 	"github.com/conclave-agent/conclave/sim/registry"
 )
-
-// poisonValues are what the poison nemesis sends: the largest value every
-// node accepts from anyone (protocols.MaxAccepted), the ceiling itself, and
-// the absurd value of issue 13. Values between MaxAccepted and
-// MaxAccepted+TermSlack are left out on purpose: they are accepted too, but
-// a node that missed them cannot follow once the cluster has elected past
-// MaxAccepted+TermSlack (see protocols.Ceiling), and the liveness check
-// wants every node to follow.
-var poisonValues = []uint64{
-	protocols.MaxAccepted,
-	protocols.Ceiling,
-	math.MaxUint64 - 1,
-	math.MaxUint64,
-}
 
 // TestPoisonedTermsAndEpochs adds the poison nemesis to random schedules of
 // every protocol: a member sends the largest accepted and absurd terms and
@@ -48,14 +33,14 @@ func TestPoisonedTermsAndEpochs(t *testing.T) {
 			seed := sim.ScheduleSeed(1313, i)
 			rng := rand.New(rand.NewPCG(seed, 13))
 			s := sim.RandomSchedule(rng, o)
-			for j, v := range poisonValues {
+			for j, v := range sim.PoisonValues {
 				// Half the runs send only the accepted values: liveness must
 				// hold after the cluster adopted them, not only after
 				// refusing the absurd ones.
 				if i%2 == 0 && v > protocols.MaxAccepted {
 					continue
 				}
-				at := time.Duration(j+1) * s.FaultPhase / time.Duration(len(poisonValues)+2)
+				at := time.Duration(j+1) * s.FaultPhase / time.Duration(len(sim.PoisonValues)+2)
 				s.Actions = append(s.Actions, sim.Action{At: at, Kind: sim.FaultPoison, Target: sim.TargetRandom, Value: v})
 			}
 			slices.SortStableFunc(s.Actions, func(a, b sim.Action) int { return int(a.At - b.At) })

@@ -2,8 +2,11 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
+
+	"github.com/conclave-agent/conclave/protocols"
 )
 
 // FaultKind names a kind of injected fault.
@@ -46,8 +49,9 @@ const (
 	// claiming leadership in term and epoch Action.Value (the epoch's low
 	// bits replaced by the sender's id, so bully and ring take it as the
 	// sender's own): a buggy build or a hostile member. Values up to
-	// protocols.MaxAccepted must be survived, larger ones refused. Only
-	// explicit schedules use it; RandomSchedule never draws it.
+	// protocols.MaxAccepted must be survived, larger ones refused.
+	// RandomSchedule draws it only when Options.Faults names it, with a
+	// value from PoisonValues.
 	FaultPoison
 	// FaultVoterChange asks the current leader (a protocols.VoterChanger)
 	// to add a random non-voter or remove a random voter — itself
@@ -234,6 +238,7 @@ func RandomSchedule(rng *rand.Rand, o Options) Schedule {
 	}
 	health := drawPriorities(rng, o, &s)
 	t := randDur(rng, 3*et)
+	poisoned := 0
 	for t < s.FaultPhase {
 		k := o.Faults[rng.IntN(len(o.Faults))]
 		a := Action{At: t, Kind: k, Target: TargetRandom}
@@ -289,11 +294,36 @@ func RandomSchedule(rng *rand.Rand, o Options) Schedule {
 				a.Target = TargetLeader
 			}
 			a.Duration = 2*et + randDur(rng, 20*et)
+		case FaultPoison:
+			// Each value at most once a schedule: two members claiming
+			// leadership of one epoch are hostile beyond what any
+			// invariant can survive (they disagree on its leader by
+			// construction); one that lies is what the nemesis models.
+			if poisoned == len(PoisonValues) {
+				t += randDur(rng, 5*et)
+				continue
+			}
+			a.Value = PoisonValues[poisoned]
+			poisoned++
 		}
 		s.Actions = append(s.Actions, a)
 		t += randDur(rng, 5*et)
 	}
 	return s
+}
+
+// PoisonValues are what the poison nemesis sends: the largest value every
+// node accepts from anyone (protocols.MaxAccepted), the ceiling itself, and
+// two absurd values next to the wrap. Values between MaxAccepted and
+// MaxAccepted+TermSlack are left out on purpose: they are accepted too,
+// but a node that missed them cannot follow once the cluster has elected
+// past MaxAccepted+TermSlack (see protocols.Ceiling), and the liveness
+// check wants every node to follow.
+var PoisonValues = []uint64{
+	protocols.MaxAccepted,
+	protocols.Ceiling,
+	math.MaxUint64 - 1,
+	math.MaxUint64,
 }
 
 // randDur returns a uniformly random duration in [0, d).

@@ -92,10 +92,14 @@ type node struct {
 	// node last started (Checks.Preferred).
 	resigned bool
 
-	maxEpoch  uint64
-	lastKey   statusKey
-	lastValid bool
-	st        protocols.Status
+	maxEpoch uint64
+	// cfgChecked is the (configuration, committed) pair checkConfig last
+	// checked for this node: the checks of an unchanged pair cannot find
+	// anything new, and the checker runs after every event.
+	cfgChecked [2]protocols.Configuration
+	lastKey    statusKey
+	lastValid  bool
+	st         protocols.Status
 
 	// failure-detector model: since when each peer has been unheard
 	// (suspicion) and unreachable both ways (gossip); -1 when fine.
@@ -974,7 +978,8 @@ func (r *run) check() {
 		} else {
 			n.maxEpoch = st.Epoch
 		}
-		if c.Configurations {
+		if c.Configurations && (n.cfgChecked != [2]protocols.Configuration{st.Config, st.Committed}) {
+			n.cfgChecked = [2]protocols.Configuration{st.Config, st.Committed}
 			if r.checkConfig(n, st); r.done {
 				return
 			}

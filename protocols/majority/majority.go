@@ -154,6 +154,10 @@ type Node struct {
 	// confAcked is the configuration each member last acknowledged having
 	// persisted.
 	confAcked map[string]protocols.Configuration
+	// held names the voters of conf that sent a message carrying conf
+	// (so have persisted it): a majority of them commits it (see
+	// noteConfigHeld). setConf clears it.
+	held map[string]bool
 	// cand is this node's own candidacy. A leader keeps, per voter, the
 	// candidacy its last heartbeat answer carried (peerCand) and since
 	// when it has answered without a gap and with that candidacy
@@ -193,6 +197,7 @@ func New(cfg Config) (*Node, error) {
 		rejected:   make(map[string]bool),
 		replied:    make(map[protocols.ID]bool),
 		confAcked:  make(map[string]protocols.Configuration),
+		held:       make(map[string]bool),
 		cand:       cfg.Candidacy,
 		peerCand:   make(map[string]protocols.Candidacy),
 		candSince:  make(map[string]protocols.Time),
@@ -268,6 +273,9 @@ func bootConfig(cfg Config) (protocols.Configuration, error) {
 
 // setConf makes c the configuration in use.
 func (n *Node) setConf(c protocols.Configuration) {
+	if c != n.conf {
+		clear(n.held)
+	}
 	n.conf = c
 	clear(n.voters)
 	for _, v := range c.VoterList() {
@@ -808,6 +816,7 @@ func (n *Node) Step(now protocols.Time, m protocols.Message) error {
 	if (m.Kind == protocols.MsgPreVoteResp || m.Kind == protocols.MsgVoteResp) && m.Reject {
 		n.adoptNewerConfig(m)
 	}
+	n.noteConfigHeld(m)
 
 	if n.noteBootstrapReply(now, m) {
 		return nil
@@ -895,6 +904,32 @@ func (n *Node) adoptNewerConfig(m protocols.Message) {
 	}
 	n.log.Infow("adopting a newer configuration from a voter that refused us", "member", n.name(m.From), "config", mc.String(), "was", n.conf.String())
 	n.setConf(mc)
+}
+
+// noteConfigHeld learns from m that its sender holds the configuration in
+// use: every message carries its sender's configuration, persisted before
+// the message left (the Ready contract), and a configuration a majority of
+// its own voters has persisted is committed (docs/voters.md). A node that
+// is not a voter of it then stops campaigning (mayCampaign). Without this a
+// member left out of the voters — a removed voter that restarted, or one
+// whose starting list named it while the cluster's replicated one does
+// not — campaigns for ever unless a leader's heartbeat tells it what is
+// committed, and a leader heartbeats only its voters when gossip carries
+// the rest.
+func (n *Node) noteConfigHeld(m protocols.Message) {
+	if n.state == stateLeader || n.committed == n.conf || n.conf.Index == 0 || m.Config() != n.conf {
+		return
+	}
+	name := n.voterName(m.From)
+	if name == "" || n.held[name] {
+		return
+	}
+	n.held[name] = true
+	if len(n.held) < n.quorum() {
+		return
+	}
+	n.committed = n.conf
+	n.log.Infow("configuration committed: a majority of its voters hold it", "config", n.conf.String())
 }
 
 // leaseHolds reports whether this node must refuse other candidates because

@@ -209,3 +209,45 @@ func TestSelfRemovedLeaderCutOffLeavesAnElectableNode(t *testing.T) {
 		t.Errorf("removed node: %+v, want an observer", st)
 	}
 }
+
+// TestLeftOutMemberStaysQuiet is the first-hour path that flapped: n1 ran
+// alone first (its data directory holds [n1], committed), then n2 and n3
+// start with the bootstrap list [n1,n2,n3]. n1's refusals carry [n1]; n2
+// and n3 adopt it and, hearing its only voter hold it, know it committed:
+// they are observers following n1 and never campaign again. Before, they
+// went on pre-campaigning against n1 several times a second.
+func TestLeftOutMemberStaysQuiet(t *testing.T) {
+	tn := newTestNet(3, 0, 1, baseConfig())
+	alone := protocols.Configuration{Term: 1, Index: 1, Voters: "n1"}
+	for _, id := range []protocols.ID{1, 2, 3} {
+		tn.crash(id)
+	}
+	tn.HS[1] = protocols.HardState{Term: 1, Vote: 1, Epoch: 1, Config: alone, ConfigCommitted: true}
+	// As in an agent, the leader's heartbeats reach only its voters
+	// (observers learn the leader by gossip: core's fast path).
+	preVotes := 0
+	tn.Drop = func(m protocols.Message) bool {
+		if (m.Kind == protocols.MsgPreVote || m.Kind == protocols.MsgVote) && m.From != 1 {
+			preVotes++
+		}
+		return m.Kind == protocols.MsgHeartbeat && m.From == 1
+	}
+	for _, id := range []protocols.ID{1, 2, 3} {
+		tn.start(id)
+	}
+	tn.Advance(5 * time.Second)
+	preVotes = 0
+	tn.Advance(30 * time.Second)
+	if preVotes != 0 {
+		t.Errorf("n2 and n3 sent %d (pre-)vote requests in 30 s after settling, want 0", preVotes)
+	}
+	for _, id := range []protocols.ID{2, 3} {
+		st := tn.Nodes[id].Status(tn.Now)
+		if st.Role != protocols.Observer || st.Config.Voters != "n1" || st.Committed != st.Config {
+			t.Errorf("n%d: %+v, want an observer with [n1] committed", id, st)
+		}
+	}
+	if st := tn.Nodes[1].Status(tn.Now); st.Role != protocols.Leader {
+		t.Errorf("n1: %+v, want leader", st)
+	}
+}
