@@ -132,28 +132,65 @@ func TestMismatchedBootstrapLists(t *testing.T) {
 	}
 }
 
-// restartLeaseSeed replays, with voterOptions, the lease violation that a
-// sole voter campaigning at once after a restart caused: n3, the only voter
-// of [n3], acknowledged n2 (the leader that removed itself) in term 2,
-// crashed, restarted and took a lease 5 ms later while n2's still ran.
-const restartLeaseSeed = 2112928646504161275
+// restartLeaseSeed and restartLeaseSchedule replay, with voterOptions,
+// the lease violation that a sole voter campaigning at once after a restart
+// caused: n3, the only voter of [n3], acknowledged n2 (the leader that
+// removed itself) in term 2, crashed, restarted and took a lease 5 ms later
+// while n2's still ran. The schedule is also written out (it is what
+// RandomSchedule drew for the seed) and run with restartLeaseRunSeed for
+// what it leaves open, so that the test replays the same faults on any
+// commit, whatever the generator draws there: it violates on d5fcb48 and
+// on its parent, which the random seed does not reach.
+const (
+	restartLeaseSeed    = 2112928646504161275
+	restartLeaseRunSeed = 497
+)
 
-// TestRestartedSoleVoterWaitsOutLeases replays restartLeaseSeed: clean with
-// the restart wait, and the same seed violates the lease with the wait
-// switched off (the planted RestartForgetsLease), so the test can fail.
+var restartLeaseSchedule = sim.Schedule{
+	Nodes: 5, FaultPhase: 3808763515,
+	Actions: []sim.Action{
+		{At: 273267625, Kind: sim.FaultSplit, Target: sim.TargetRandom, Duration: 2018065880},
+		{At: 704314399, Kind: sim.FaultVoterChange, Target: sim.TargetLeader},
+		{At: 1185186165, Kind: sim.FaultVoterChange, Target: sim.TargetLeader},
+		{At: 1575297615, Kind: sim.FaultCrash, Target: sim.TargetNextVoteGrant, Duration: 47054369},
+		{At: 1936882243, Kind: sim.FaultIsolateLeader, Target: sim.TargetLeader, Duration: 2008726526},
+		{At: 2411267876, Kind: sim.FaultSplit, Target: sim.TargetRandom, Duration: 516127437},
+		{At: 2879402249, Kind: sim.FaultOneWay, Target: sim.TargetRandom, Duration: 1231034236},
+		{At: 3177189709, Kind: sim.FaultIsolateLeader, Target: sim.TargetLeader, Duration: 445928865},
+		{At: 3359260865, Kind: sim.FaultVoterChange, Target: sim.TargetLeader},
+		{At: 3508840288, Kind: sim.FaultPause, Target: sim.TargetLeader, Duration: 183772249},
+		{At: 3728764248, Kind: sim.FaultCrash, Target: sim.TargetLeader, Duration: 92909978},
+	},
+	DropProb: 0.0736243822993415, DupProb: 0.018132338439939555,
+	MinDelay: 705510, MaxDelay: 7403534,
+	ClockRates: []float64{1.002752891793731, 1.0029520121874982, 0.9961961663049584, 1.001522250964076, 1.005},
+}
+
+// TestRestartedSoleVoterWaitsOutLeases replays the seed, and its schedule
+// written out: clean with the restart wait, and a lease violation with the
+// wait switched off (the planted RestartForgetsLease), so the test can
+// fail.
 func TestRestartedSoleVoterWaitsOutLeases(t *testing.T) {
-	res, err := sim.Run(voterOptions(t, majority.Unsafe{}), restartLeaseSeed)
-	if err != nil {
-		t.Fatal(err)
+	run := func(u majority.Unsafe, explicit bool) *sim.Violation {
+		t.Helper()
+		var res sim.Result
+		var err error
+		if explicit {
+			res, err = sim.RunSchedule(voterOptions(t, u), restartLeaseRunSeed, restartLeaseSchedule)
+		} else {
+			res, err = sim.Run(voterOptions(t, u), restartLeaseSeed)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Violation
 	}
-	if res.Violation != nil {
-		t.Errorf("seed %d violates with the restart wait:\n%v", restartLeaseSeed, res.Violation)
-	}
-	res, err = sim.Run(voterOptions(t, majority.Unsafe{RestartForgetsLease: true}), restartLeaseSeed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Violation == nil || res.Violation.Invariant != sim.InvLease {
-		t.Errorf("seed %d with the restart wait off: want a lease violation, got %v", restartLeaseSeed, res.Violation)
+	for _, explicit := range []bool{false, true} {
+		if v := run(majority.Unsafe{}, explicit); v != nil {
+			t.Errorf("seed %d (schedule written out: %v) violates with the restart wait:\n%v", restartLeaseSeed, explicit, v)
+		}
+		if v := run(majority.Unsafe{RestartForgetsLease: true}, explicit); v == nil || v.Invariant != sim.InvLease {
+			t.Errorf("seed %d (schedule written out: %v) with the restart wait off: want a lease violation, got %v", restartLeaseSeed, explicit, v)
+		}
 	}
 }
