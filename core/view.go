@@ -115,8 +115,13 @@ func (n *Node) status(now protocols.Time, st protocols.Status, origin protocols.
 	if !st.Config.IsZero() {
 		// The protocol's own (replicated) voter configuration, not the
 		// config file's list, which only seeds a new cluster and may
-		// disagree with it.
-		out.Quorum.Voters, out.Quorum.Reachable, out.Quorum.Healthy = st.Config.Quorum(func(v string) bool {
+		// disagree with it; while this agent still holds that list and
+		// members show a formed cluster, the formed cluster's voters.
+		conf := st.Config
+		if conf.Index == 0 && n.vt.formedVoters != "" && !strings.HasPrefix(n.vt.formedVoters, "#") {
+			conf = protocols.Configuration{Index: versionIndex(n.vt.formedVer), Voters: n.vt.formedVoters}
+		}
+		out.Quorum.Voters, out.Quorum.Reachable, out.Quorum.Healthy = conf.Quorum(func(v string) bool {
 			m, ok := n.members[v]
 			return v == n.self.Name || (ok && n.reached(m))
 		})

@@ -85,6 +85,13 @@ type voterTrack struct {
 	conflicts  map[string]digestConflict
 	// heldDown are the members memberDown did not report down yet.
 	heldDown map[protocols.ID]string
+	// formedVer and formedVoters are the newest formed configuration
+	// (index ≥ 1) a member showed while this agent is at its bootstrap
+	// list: the quorum line counts it (view.go), since this agent's own
+	// list only seeds a cluster that already exists. observerNoted: the
+	// calm line for an observer that is not a voter of it was logged.
+	formedVer, formedVoters string
+	observerNoted           bool
 	// membersSeen: every member's digest was compared since the members
 	// or this node's digest last changed, so checkDigest has nothing to
 	// do; without it every message cost a walk over the whole fleet.
@@ -200,6 +207,27 @@ func (n *Node) LeaderConfigurations(now protocols.Time) (committed, newest proto
 	return st.Committed, st.Config, true
 }
 
+// leftOutLine is the problem line of an agent whose election.voters names
+// it while the cluster's configuration ver has voters (digest form) that
+// leave it out: the cluster formed without it (it started later with a
+// longer list), or removed it. It observes, which is safe; the line says
+// which of the two ways out to take.
+func (n *Node) leftOutLine(voters, ver string) string {
+	return fmt.Sprintf("this agent's election.voters %s names it, but the cluster's voters are %s (configuration %s): it is an observer and will not form another cluster; to make it a voter run 'agent voters add %s' on any member, or leave it out of election.voters to run it as an observer",
+		showVoters(strings.Join(n.cfg.Election.Voters, ",")), showVoters(voters), ver, n.self.Name)
+}
+
+// leftOut is leftOutLine for the configuration this agent holds, when it
+// is a formed one (index ≥ 1) that leaves out an agent whose
+// election.voters names it; "" otherwise.
+func (n *Node) leftOut() string {
+	conf := n.proto.Status(n.now).Config
+	if conf.Index == 0 || conf.Has(n.self.Name) || !slices.Contains(n.cfg.Election.Voters, n.self.Name) {
+		return ""
+	}
+	return n.leftOutLine(conf.Voters, fmt.Sprintf("%d.%d", conf.Term, conf.Index))
+}
+
 // problems is the status's problems list: the members whose settings
 // digest disagrees with this agent's now, then the configuration
 // conflicts the protocol met.
@@ -221,6 +249,9 @@ func (n *Node) problems() api.Problems {
 		}
 	}
 	if vc, ok := n.voterChanger(); ok {
+		if l := n.leftOut(); l != "" && !slices.Contains(lines, l) {
+			lines = append(lines, l)
+		}
 		lines = append(lines, vc.Problems()...)
 	}
 	if len(lines) == 0 {
@@ -447,10 +478,26 @@ func (n *Node) compareDigest(now protocols.Time, name, theirs, theirsExt string)
 		// A formed cluster exists: this agent must join it, never form
 		// another, even once that member is gone.
 		c = digestConflict{bootstrap: true}
-		if !digestHas(voters, n.self.Name) {
-			c.line = fmt.Sprintf("%s belongs to a formed cluster whose voters %s leave this agent out (its bootstrap list is %s): it waits and will not form another; on that cluster's leader, 'agent voters add %s' makes it a voter", name, showVoters(voters), showVoters(ourVoters), n.self.Name)
-			n.log.Warnw("a member belongs to a formed cluster that leaves this agent out; waiting to be added, not forming another",
-				"member", name, "version", ver, "theirs", showVoters(voters), "ours", showVoters(ourVoters))
+		if versionIndex(ver) > versionIndex(t.formedVer) {
+			t.formedVer, t.formedVoters = ver, voters
+		}
+		switch {
+		case digestHas(voters, n.self.Name):
+		case digestHas(ourVoters, n.self.Name):
+			// Started as a voter of a list the cluster never formed
+			// with: a mistake to name, with the command that fixes it.
+			// The line names no member, so every member showing the
+			// same cluster gives one line (problems drops repeats).
+			c.line = n.leftOutLine(voters, ver)
+			if !was || prev.line != c.line {
+				n.log.Warnw("this agent's voter list names it, but the cluster it joined leaves it out; observing, not forming another",
+					"member", name, "version", ver, "theirs", showVoters(voters), "ours", showVoters(ourVoters), "fix", "agent voters add "+n.self.Name)
+			}
+		case !t.observerNoted:
+			// A plain observer: nothing is wrong.
+			t.observerNoted = true
+			n.log.Infow("observing a formed cluster; this agent is not a voter ('agent voters add' on any member makes it one)",
+				"voters", showVoters(voters), "version", ver)
 		}
 	case ver != "" && versionIndex(ver) == 0 && versionIndex(ourVer) > 0 && voters != ourVoters && !digestHas(ourVoters, name):
 		c = digestConflict{line: fmt.Sprintf("%s has not joined this cluster: it holds the bootstrap list %s, not a voter of %s; add it with 'agent voters add %s' if it should vote, or fix its election.voters", name, showVoters(voters), showVoters(ourVoters), name)}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"slices"
@@ -255,4 +258,99 @@ func TestVoterChangesAcrossHosts(t *testing.T) {
 	leader, epoch = c.waitAgreement(0)
 	t.Logf("%s leads epoch %d over the 3 survivors", leader, epoch)
 	w.finish(t)
+}
+
+// TestLoneSeedThenClusterStaysQuiet is the README's own path: n1 runs
+// alone first (election.voters = ["n1"]), then n2 and n3 start with
+// ["n1", "n2", "n3"] and join through it. n1's cluster leaves them out, so
+// they must observe, quietly: no (pre-)vote traffic once they learned the
+// cluster's voters, role observer naming n1 as leader, and a problem line
+// with the command that fixes it. Before, they flapped between candidate
+// and follower several times a second and reported themselves healthy.
+func TestLoneSeedThenClusterStaysQuiet(t *testing.T) {
+	c := newCluster(t, 3, "majority")
+	n1 := c.host("n1")
+	b, err := os.ReadFile(n1.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := string(b)
+	i := strings.Index(cfg, "voters = [")
+	j := strings.Index(cfg[i:], "\n")
+	if err := os.WriteFile(n1.cfgPath, []byte(cfg[:i]+`voters = ["n1"]`+cfg[i+j:]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w := c.watch()
+	c.start(n1)
+	waitFor(t, "n1 to lead alone", func() (bool, string) {
+		st, err := n1.status()
+		return err == nil && st.Role == api.RoleLeader, fmt.Sprintf("%+v %v", st, err)
+	})
+	time.Sleep(1500 * time.Millisecond)
+	c.start(c.host("n2"))
+	c.start(c.host("n3"))
+	others := []*host{c.host("n2"), c.host("n3")}
+	for _, h := range others {
+		waitFor(t, h.name+" to observe n1", func() (bool, string) {
+			st, err := h.status()
+			return err == nil && st.Role == api.RoleObserver && st.Leader == "n1", fmt.Sprintf("%+v %v", st, err)
+		})
+	}
+	before := make(map[string]float64)
+	for _, h := range others {
+		before[h.name] = electionsStarted(t, h)
+	}
+	time.Sleep(15 * time.Second)
+	for _, h := range others {
+		if n := electionsStarted(t, h) - before[h.name]; n != 0 {
+			t.Errorf("%s started %v elections in 15 s while observing, want 0", h.name, n)
+		}
+		st, err := h.status()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Role != api.RoleObserver || st.Leader != "n1" || st.LeaderAgeMS < 0 {
+			t.Errorf("%s: role %s leader %q, want an observer naming n1", h.name, st.Role, st.Leader)
+		}
+		if st.Quorum.Voters != 1 {
+			t.Errorf("%s: quorum counts %d voters, want the cluster's 1 ([n1]), not its own list", h.name, st.Quorum.Voters)
+		}
+		fix := "'agent voters add " + h.name + "'"
+		if !slices.ContainsFunc(st.Problems.List(), func(p string) bool { return strings.Contains(p, fix) }) {
+			t.Errorf("%s: problems %q, want a line with %s", h.name, st.Problems.List(), fix)
+		}
+	}
+	w.finish(t)
+}
+
+// electionsStarted reads conclave_elections_started_total from h's
+// /metrics on its socket.
+func electionsStarted(t *testing.T, h *host) float64 {
+	t.Helper()
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", h.c.Socket())
+		},
+	}}
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Get("http://agent/metrics")
+	if err != nil {
+		t.Fatalf("%s: metrics: %v", h.name, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s: metrics: %v", h.name, err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, "conclave_elections_started_total "); ok {
+			var f float64
+			if _, err := fmt.Sscan(v, &f); err != nil {
+				t.Fatalf("%s: metric line %q: %v", h.name, line, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("%s: no conclave_elections_started_total in its metrics:\n%s", h.name, body)
+	return 0
 }
