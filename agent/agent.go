@@ -3,11 +3,11 @@
 // configured election protocol, the durable store and the local socket API.
 //
 // The loop goroutine is the only place that touches election state, does the
-// protocol's I/O and reads the clock for it. For every Ready it persists the
-// HardState and the observed epoch (fsync), then sends the messages, then
-// announces the change, then advances — never in another order. The agent
-// must never report leadership it cannot vouch for: every answer is
-// computed from the protocol's Status at the instant of asking.
+// core's I/O and reads the clock for it. It carries out every core.Ready
+// through core.Drain, in the driver contract's order, which is written
+// once, on core.Ready. The agent must never report leadership it cannot
+// vouch for: every answer is computed from the protocol's Status at the
+// instant of asking.
 package agent
 
 import (
@@ -522,58 +522,79 @@ func (a *Agent) closeAll() {
 	}
 }
 
-// handleReady carries out the core's Ready in the driver contract's order:
-// persist, send, change peers, gossip, publish (the settings digest, the
-// status, the hooks), answer; then advance.
+// handleReady carries out the core's pending Ready batches through
+// core.Drain, in the driver contract's order (core.Ready), with the agent
+// as the shell; a failed persist stops the agent.
 func (a *Agent) handleReady() error {
-	for a.core.HasReady() {
-		rd := a.core.Ready()
-		if rd.HardState != nil {
-			if err := a.store.Save(*rd.HardState); err != nil {
-				// Sending now could break a promise a vote made; stop.
-				return fmt.Errorf("agent: persist election state: %w", err)
-			}
-		}
-		if rd.ObservedEpoch != 0 {
-			if err := a.store.SaveObserved(rd.ObservedEpoch); err != nil {
-				// Publishing now could report an epoch a restart takes back.
-				return fmt.Errorf("agent: persist observed epoch: %w", err)
-			}
-		}
-		for _, m := range rd.Messages {
-			a.tr.Send(m.To, m)
-		}
-		for _, p := range rd.Peers {
-			if p.Remove {
-				a.tr.RemovePeer(p.ID)
-				continue
-			}
-			a.tr.SetProbed(p.ID, p.Probe)
-			if err := a.tr.SetPeer(p.ID, p.PeerID, p.PeerAddr); err != nil {
-				a.log.Warn("cannot admit member", zap.String("member", p.Name), zap.Error(err))
-			}
-		}
-		for _, ann := range rd.Announcements {
-			a.gossipAnnouncement(ann)
-		}
-		if rd.Digest != "" {
-			if dg, ok := a.cluster.(membership.Digester); ok {
-				if err := dg.SetDigest(rd.Digest, rd.DigestExt); err != nil {
-					a.log.Warn("cannot publish the settings digest", zap.Error(err))
-				}
-			}
-		}
-		if rd.Status != nil {
-			a.hub.Publish(*rd.Status)
-			a.fireHooks(*rd.Status)
-		}
-		for _, c := range rd.Confirmations {
-			a.settleConfirm(c)
-		}
-		a.core.Advance(rd)
+	if err := core.Drain(a.core, (*agentShell)(a)); err != nil {
+		// Sending now could break a promise a vote made, and publishing
+		// could report an epoch a restart takes back: stop.
+		return fmt.Errorf("agent: %w", err)
 	}
 	a.storeSnapshot()
 	return nil
+}
+
+// agentShell is the agent as core.Drain's shell: the store, the
+// transport, gossip and the socket.
+type agentShell Agent
+
+func (s *agentShell) Persist(hs *protocols.HardState, observed uint64) error {
+	if hs != nil {
+		if err := s.store.Save(*hs); err != nil {
+			return fmt.Errorf("persist election state: %w", err)
+		}
+	}
+	if observed != 0 {
+		if err := s.store.SaveObserved(observed); err != nil {
+			return fmt.Errorf("persist observed epoch: %w", err)
+		}
+	}
+	return nil
+}
+
+func (s *agentShell) Send(msgs []protocols.Message) {
+	for _, m := range msgs {
+		s.tr.Send(m.To, m)
+	}
+}
+
+func (s *agentShell) ApplyPeers(peers []core.PeerChange) {
+	for _, p := range peers {
+		if p.Remove {
+			s.tr.RemovePeer(p.ID)
+			continue
+		}
+		s.tr.SetProbed(p.ID, p.Probe)
+		if err := s.tr.SetPeer(p.ID, p.PeerID, p.PeerAddr); err != nil {
+			s.log.Warn("cannot admit member", zap.String("member", p.Name), zap.Error(err))
+		}
+	}
+}
+
+func (s *agentShell) Gossip(anns []observe.Announcement) {
+	for _, ann := range anns {
+		(*Agent)(s).gossipAnnouncement(ann)
+	}
+}
+
+func (s *agentShell) PublishDigest(digest, ext string) {
+	if dg, ok := s.cluster.(membership.Digester); ok {
+		if err := dg.SetDigest(digest, ext); err != nil {
+			s.log.Warn("cannot publish the settings digest", zap.Error(err))
+		}
+	}
+}
+
+func (s *agentShell) Publish(st api.Status) {
+	s.hub.Publish(st)
+	(*Agent)(s).fireHooks(st)
+}
+
+func (s *agentShell) Settle(cs []core.Confirmation) {
+	for _, c := range cs {
+		(*Agent)(s).settleConfirm(c)
+	}
 }
 
 // receive feeds a peer's message to the core.
