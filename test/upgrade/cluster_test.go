@@ -366,6 +366,15 @@ func (c *cluster) waitAgreed(what string, nodes []*node, minEpoch uint64, want s
 	c.t.Helper()
 	start := time.Now()
 	for {
+		// An agent that exited will not come back: say why at once (a
+		// release that cannot read the other's data directory stops
+		// here, with the reason in its log).
+		for _, nd := range nodes {
+			if !nd.p.running() {
+				b, _ := os.ReadFile(nd.log)
+				c.t.Fatalf("%s: %s (%s) exited (%v); the end of its log:\n%s", what, nd.name, nd.bin.name, nd.p.cmd.ProcessState, tail(string(b), 10))
+			}
+		}
 		a, why := agreed(nodes, minEpoch)
 		if why == "" && (want == "" || a.leader == want) {
 			return a, time.Since(start)
