@@ -132,6 +132,7 @@ func newCluster(t testing.TB, n int, protocol string, bin binary, key string) *c
 		t.Fatal(err)
 	}
 	c := &cluster{t: t, dir: dir, protocol: protocol}
+	t.Cleanup(c.stop)
 	var names, binds []string
 	for i := 1; i <= n; i++ {
 		names = append(names, fmt.Sprintf("n%d", i))
@@ -199,7 +200,6 @@ level = "info"
 		nd.c = client.New(nd.socket)
 		c.nodes = append(c.nodes, nd)
 	}
-	t.Cleanup(c.stop)
 	return c
 }
 
