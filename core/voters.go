@@ -14,11 +14,12 @@ import (
 	"github.com/conclave-agent/conclave/protocols"
 )
 
-// Voter changes at runtime and the settings digest (docs/voters.md). The protocol (protocols/majority) decides whether a
-// change is safe; the core decides what the agent may propose, who gets
-// the leader's heartbeats while a change is under way, and how members
-// whose settings or voter lists disagree are treated. The agent does the
-// I/O: the socket, forwarding to the leader, publishing the digest.
+// Voter changes at runtime and the settings digest (docs/voters.md). The
+// protocol (protocols/majority) decides whether a change is safe; the
+// core decides what the agent may propose, who gets the leader's
+// heartbeats while a change is under way, and how members whose settings
+// or voter lists disagree are treated. The agent does the I/O: the socket,
+// forwarding to the leader, publishing the digest.
 
 // Errors of voter queries and changes. The agent turns them into socket
 // answers; each says what to do.
