@@ -15,6 +15,8 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"go.uber.org/zap"
+
+	"github.com/conclave-agent/conclave/internal/errtext"
 )
 
 // Cluster is what the agent needs from membership. *Membership and *MemNode
@@ -328,7 +330,9 @@ func (m *Membership) joinEach(addrs []string) (int, []string, error) {
 		}
 		still = append(still, addr)
 		if errs[i] != nil {
-			lastErr = errs[i]
+			// memberlist's Join returns a go-multierror, whose text is a
+			// multi-line list: the log line gets one sentence.
+			lastErr = errtext.OneLine(errs[i])
 		}
 	}
 	return reached, still, lastErr
