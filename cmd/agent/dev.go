@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -58,16 +57,16 @@ type devChange struct {
 }
 
 func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("agent dev", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("dev", stderr)
 	nodes := fs.Int("nodes", 3, "number of agents")
 	protocol := fs.String("protocol", config.ProtocolMajority, "election protocol: majority, bully or ring")
 	dir := fs.String("dir", "", "folder for data and sockets (default: a new temporary folder, removed on exit)")
 	verbose := fs.Bool("v", false, "show the agents' logs")
-	if code, ok := parseFlags(fs, args); !ok {
+	words, code, ok := parseArgs(fs, args, stdout)
+	if !ok {
 		return code
 	}
-	if !noArgs(fs) {
+	if !expectNoWords(fs, words) {
 		return 2
 	}
 	if *nodes < 1 || *nodes > 9 {
