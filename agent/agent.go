@@ -357,6 +357,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	err := a.loop(ctx, wake, serveErr)
 	crashed := errors.Is(err, errKilled)
 	if err == nil {
+		if q, ok := a.tr.(interface{ Quiesce() }); ok {
+			q.Quiesce() // peers stopping with this one are no news now
+		}
 		ticker := time.NewTicker(tickInterval)
 		a.handover(ticker.C)
 		ticker.Stop()
@@ -375,7 +378,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		// Like a SIGKILL: no goodbye, peers must detect the failure.
 		return nil
 	}
-	if leaveErr := a.cluster.Leave(time.Second); leaveErr != nil && !errors.Is(leaveErr, membership.ErrShutdown) {
+	// 0: as long as gossip needs (membership.LeaveTime); a fixed second
+	// timed out whenever a single peer was left to hear the leave.
+	if leaveErr := a.cluster.Leave(0); leaveErr != nil && !errors.Is(leaveErr, membership.ErrShutdown) {
 		a.log.Warn("leaving gossip", zap.Error(leaveErr))
 	}
 	return err
@@ -488,7 +493,15 @@ func (a *Agent) handover(tick <-chan time.Time) {
 		}
 		select {
 		case <-deadline:
-			a.log.Warn("leadership handover timed out")
+			if a.othersGone() {
+				// Every other member left or failed meanwhile: they are
+				// stopping too (a whole cluster stopped at once), so no
+				// successor could take over. Nothing is wrong with this
+				// node or the cluster's health; the next start elects.
+				a.log.Info("stopping without a successor: every other member is stopping or gone")
+				return
+			}
+			a.log.Warn("leadership handover timed out: no other member took leadership over")
 			return
 		case <-tick:
 			a.core.Tick(a.now())
@@ -499,6 +512,17 @@ func (a *Agent) handover(tick <-chan time.Time) {
 			a.receive(m)
 		}
 	}
+}
+
+// othersGone reports whether gossip knows no other member that is alive
+// (or only suspected).
+func (a *Agent) othersGone() bool {
+	for _, m := range a.cluster.Members() {
+		if m.Name != a.cfg.Node.Name && (m.State == membership.StateAlive || m.State == membership.StateSuspect) {
+			return false
+		}
+	}
+	return true
 }
 
 func (a *Agent) closeAll() {
