@@ -35,6 +35,7 @@ import (
 	"github.com/conclave-agent/conclave/membership"
 	"github.com/conclave-agent/conclave/phi"
 	"github.com/conclave-agent/conclave/protocols"
+	"github.com/conclave-agent/conclave/protocols/majority"
 	"github.com/conclave-agent/conclave/protocols/observe"
 	"github.com/conclave-agent/conclave/store"
 	"github.com/conclave-agent/conclave/transport"
@@ -266,6 +267,10 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 	if a.listener, err = localapi.Listen(cfg.API.Socket, cfg.API.SocketMode.Perm()); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
+	if plantedMajorityUnsafe != (majority.Unsafe{}) {
+		lg.Warn("this agent was built with the conclave_unsafe tag: planted election bugs are on, for the chaos checker's own test; never run it in production",
+			zap.Any("majority_unsafe", plantedMajorityUnsafe))
+	}
 	lg.Info("agent ready",
 		zap.String("node", cfg.Node.Name), zap.Uint64("id", cfg.Node.ID),
 		zap.String("protocol", cfg.Election.Protocol),
@@ -309,6 +314,7 @@ func (a *Agent) coreConfig(hs protocols.HardState, observed uint64, peerAddr str
 			Logger:            zapLogger{a.log.Named("election").Sugar()},
 			Candidacy:         initialCandidacy(cfg),
 			PreemptDelay:      cfg.Election.PreemptDelay.Std(),
+			MajorityUnsafe:    plantedMajorityUnsafe,
 		},
 		Detector: phi.Config{
 			Threshold:              d.Threshold,
