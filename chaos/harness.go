@@ -49,6 +49,13 @@ type Options struct {
 	Dir string
 	// BinDir, when set, holds prebuilt agent and scheduler binaries.
 	BinDir string
+	// Planted builds the agent with the conclave_unsafe tag (majority's
+	// LeaseTooLong on; BinDir's agent is not used): the checker must then
+	// find overlapping leases.
+	Planted bool
+	// ConsistentEvery is how often each agent is asked for a consistent
+	// read; zero: every 100 ms.
+	ConsistentEvery time.Duration
 	// Out receives progress lines.
 	Out io.Writer
 }
@@ -111,13 +118,16 @@ func (n *node) status() (api.Status, bool) {
 type harness struct {
 	opt   Options
 	rng   *rand.Rand
+	clock monoClock
 	dir   string
-	bin   string
-	db    string
-	hist  *History
-	nodes []*node
-	net   *netnsHosts
-	wg    sync.WaitGroup
+	bin   string // the scheduler's folder, and the agent's unless agentBin is set
+	// agentBin is the agent binary.
+	agentBin string
+	db       string
+	hist     *History
+	nodes    []*node
+	net      *netnsHosts
+	wg       sync.WaitGroup
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -137,7 +147,7 @@ func Run(ctx context.Context, opt Options) (*Result, error) {
 	if len(opt.Schedule) > 0 {
 		opt.Rounds = len(opt.Schedule)
 	}
-	h := &harness{opt: opt, rng: rand.New(rand.NewPCG(opt.Seed, opt.Seed^0x9e3779b97f4a7c15))}
+	h := &harness{opt: opt, rng: rand.New(rand.NewPCG(opt.Seed, opt.Seed^0x9e3779b97f4a7c15)), clock: monoClock{base: time.Now()}}
 	h.dir = opt.Dir
 	if h.dir == "" {
 		d, err := os.MkdirTemp("", "conclave-chaos-")
@@ -182,7 +192,7 @@ func Run(ctx context.Context, opt Options) (*Result, error) {
 		hist.Close()
 		return nil, err
 	}
-	h.logf("chaos seed %d, %d rounds, %d agents, control=%v, netns=%v, dir %s", opt.Seed, opt.Rounds, opt.Nodes, opt.Control, res.Netns, h.dir)
+	h.logf("chaos seed %d, %d rounds, %d agents, control=%v, planted=%v, netns=%v, dir %s", opt.Seed, opt.Rounds, opt.Nodes, opt.Control, opt.Planted, res.Netns, h.dir)
 
 	runCtx, stop := context.WithCancel(ctx)
 	for _, n := range h.nodes {
@@ -194,8 +204,10 @@ func Run(ctx context.Context, opt Options) (*Result, error) {
 		}
 	}
 	for _, n := range h.nodes {
-		h.wg.Add(2)
+		h.wg.Add(4)
 		go h.observe(runCtx, n)
+		go h.readConsistent(runCtx, n)
+		go h.watch(runCtx, n)
 		go h.supervise(runCtx, n)
 	}
 	nemErr := h.nemesis(runCtx)
@@ -234,7 +246,11 @@ func CheckDir(ctx context.Context, dir string, bound time.Duration) (*Report, er
 	if err != nil {
 		return nil, err
 	}
-	return Check(recs, jobs, fenceEpoch, bound), nil
+	rep := Check(recs, jobs, fenceEpoch, bound)
+	if err := rep.Ops.writeVisual(dir); err != nil {
+		return nil, err
+	}
+	return rep, nil
 }
 
 func (h *harness) names() []string {
@@ -246,23 +262,48 @@ func (h *harness) names() []string {
 }
 
 func (h *harness) build(ctx context.Context) error {
+	type target struct{ dir, pkg, out string }
+	var todo []target
+	root := ""
 	if h.opt.BinDir != "" {
 		h.bin = h.opt.BinDir
-		return nil
+	} else {
+		h.bin = filepath.Join(h.dir, "bin")
+		var err error
+		if root, err = moduleRoot(); err != nil {
+			return err
+		}
+		// The scheduler lives in the examples module (its database drivers
+		// stay out of the agent's go.mod), so it is built from there.
+		todo = append(todo, target{root, "./cmd/agent", h.bin}, target{filepath.Join(root, "examples"), "./scheduler", h.bin})
 	}
-	h.bin = filepath.Join(h.dir, "bin")
-	h.logf("building ./cmd/agent and ./examples/scheduler into %s", h.bin)
-	root, err := moduleRoot()
-	if err != nil {
-		return err
+	h.agentBin = filepath.Join(h.bin, "agent")
+	var tags []string
+	if h.opt.Planted {
+		if root == "" {
+			var err error
+			if root, err = moduleRoot(); err != nil {
+				return err
+			}
+		}
+		// A folder of its own, so that a planted binary is never mistaken
+		// for a shipped one.
+		planted := filepath.Join(h.dir, "bin-planted")
+		h.agentBin = filepath.Join(planted, "agent")
+		if len(todo) > 0 {
+			todo = todo[1:]
+		}
+		todo = append(todo, target{root, "./cmd/agent", planted})
+		tags = []string{"-tags", "conclave_unsafe"}
 	}
-	// The scheduler lives in the examples module (its database drivers stay
-	// out of the agent's go.mod), so it is built from there.
-	for _, b := range []struct{ dir, pkg string }{
-		{root, "./cmd/agent"},
-		{filepath.Join(root, "examples"), "./scheduler"},
-	} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", h.bin+string(filepath.Separator), b.pkg)
+	for _, b := range todo {
+		args := []string{"build", "-o", b.out + string(filepath.Separator)}
+		if b.pkg == "./cmd/agent" {
+			args = append(args, tags...)
+		}
+		args = append(args, b.pkg)
+		h.logf("go %s (in %s)", strings.Join(args, " "), b.dir)
+		cmd := exec.CommandContext(ctx, "go", args...)
 		cmd.Dir = b.dir
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("chaos: go build %s: %w\n%s", b.pkg, err, out)
@@ -372,7 +413,7 @@ level = "info"
 
 // startAgent starts n's agent from its data directory.
 func (h *harness) startAgent(n *node) error {
-	argv := []string{filepath.Join(h.bin, "agent"), "run", "-config", n.cfgPath}
+	argv := []string{h.agentBin, "run", "-config", n.cfgPath}
 	if h.net != nil {
 		argv = append([]string{"ip", "netns", "exec", h.net.Host(n.name).NS}, argv...)
 	}
@@ -501,11 +542,14 @@ func (h *harness) observe(ctx context.Context, n *node) {
 		case <-tick.C:
 		}
 		qctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		call := h.clock.now()
 		st, err := n.c.Status(qctx)
+		ret := h.clock.now()
 		cancel()
 		if ctx.Err() != nil {
 			return
 		}
+		h.hist.Add(opRecord(n.name, opStatus, n.name+"/"+opStatus, call, ret, st, err))
 		rec := Record{Kind: kindStatus, Node: n.name, Up: err == nil}
 		if err == nil {
 			rec.Role, rec.Leader, rec.Epoch = st.Role, st.Leader, st.Epoch
