@@ -370,6 +370,7 @@ func Check(recs []Record, jobs []JobRow, fenceEpoch uint64, bound time.Duration)
 		}
 	}
 	checkOps(recs, r)
+	checkFence(recs, r)
 	return r
 }
 
@@ -406,8 +407,13 @@ func (r *Report) Print(w io.Writer) {
 		o.Ops, o.OpsFailed, o.LeaderReads, o.Consistent, o.Segments, o.Linearizable)
 	fmt.Fprintf(w, "lease claims %d: overlapping %d; epoch regressions seen by a client %d; two leaders in an epoch %d\n",
 		o.LeaseClaims, o.LeaseOverlaps, o.EpochRegressions, o.TwoLeaders)
-	if o.Visual != "" {
-		fmt.Fprintf(w, "visualisation of the first violation: %s (open it in a browser)\n", o.Visual)
+	if o.FenceLinearizable != "" {
+		fmt.Fprintf(w, "fence register: %d raises and writes, linearizable %s\n", o.FenceOps, o.FenceLinearizable)
+	}
+	for _, v := range []string{o.Visual, o.FenceVisual} {
+		if v != "" {
+			fmt.Fprintf(w, "visualisation of the first violation: %s (open it in a browser)\n", v)
+		}
 	}
 	if len(r.FreezeFirstWrite) > 0 {
 		fmt.Fprintf(w, "frozen scheduler's first write on waking: %s\n", strings.Join(quoteAll(r.FreezeFirstWrite), ", "))

@@ -515,11 +515,16 @@ func (h *harness) startScheduler(n *node) (*proc, error) {
 				Tick   int64  `json:"tick"`
 				Result string `json:"result"`
 				Err    string `json:"err"`
+				Call   int64  `json:"call"`
 			}
 			if json.Unmarshal(sc.Bytes(), &e) != nil {
 				continue
 			}
-			h.hist.Add(Record{T: e.TS, Kind: kindSched, Node: n.name, Ev: e.Ev, Epoch: e.Epoch, Tick: e.Tick, Result: e.Result, Err: e.Err})
+			r := Record{T: e.TS, Kind: kindSched, Node: n.name, Ev: e.Ev, Epoch: e.Epoch, Tick: e.Tick, Result: e.Result, Err: e.Err}
+			if e.Call != 0 {
+				r.Call, r.Ret = e.Call, e.TS
+			}
+			h.hist.Add(r)
 		}
 		_ = cmd.Wait()
 		close(p.done)

@@ -69,6 +69,8 @@ type Record struct {
 	// why not), and Role, Leader, Epoch and LeaseNS its answer. Call and
 	// Ret are taken in the harness just before the request and just after
 	// the answer, on its monotonic clock (monoClock), in nanoseconds.
+	// A scheduler's raise and write (sched) carry Call and Ret too, from
+	// the scheduler's wall clock: they are compared only with each other.
 	Op      string `json:"op,omitempty"`
 	Obs     string `json:"obs,omitempty"`
 	Call    int64  `json:"call,omitempty"`

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"time"
@@ -92,12 +91,20 @@ type OpsReport struct {
 	LeaseOverlaps    int
 	EpochRegressions int
 	TwoLeaders       int
-	// Visual is the HTML file written for the first violation ("" when
-	// none): visualFile in the run's folder.
-	Visual string
+	// FenceOps raises and writes were checked against the fence table's
+	// register (fencereg.go): FenceLinearizable is porcupine's verdict,
+	// "" when the run had no raises.
+	FenceOps          int
+	FenceLinearizable string
+	// Visual is the HTML file written for the first violation of the
+	// leadership checks ("" when none): visualFile in the run's folder.
+	// FenceVisual likewise for the fence register.
+	Visual      string
+	FenceVisual string
 
-	vis     *visual
-	firstAt int64 // when the first violation happened (0: none)
+	vis      *visual
+	fenceVis *visual
+	firstAt  int64 // when the first violation happened (0: none)
 }
 
 // visual is what Visualize needs for the first violation.
@@ -106,8 +113,11 @@ type visual struct {
 	info  porcupine.LinearizationInfo
 }
 
-// visualFile is the name of the HTML visualisation in a run's folder.
-const visualFile = "linearizability.html"
+// Names of the HTML visualisations in a run's folder.
+const (
+	visualFile      = "linearizability.html"
+	fenceVisualFile = "fence-linearizability.html"
+)
 
 type leaseClaim struct {
 	node       string
@@ -356,24 +366,22 @@ func annotate(info *porcupine.LinearizationInfo, claims []leaseClaim, overlaps [
 	info.AddAnnotations(anns)
 }
 
-// writeVisual writes the HTML visualisation of the first violation, if
+// writeVisual writes the HTML visualisations of the first violations, if
 // any, into dir.
 func (o *OpsReport) writeVisual(dir string) error {
-	if o.vis == nil {
-		return nil
+	for _, v := range []struct {
+		vis  *visual
+		name string
+		path *string
+	}{{o.vis, visualFile, &o.Visual}, {o.fenceVis, fenceVisualFile, &o.FenceVisual}} {
+		if v.vis == nil {
+			continue
+		}
+		path := filepath.Join(dir, v.name)
+		if err := porcupine.VisualizePath(v.vis.model, v.vis.info, path); err != nil {
+			return fmt.Errorf("chaos: write the visualisation %s: %w", path, err)
+		}
+		*v.path = path
 	}
-	path := filepath.Join(dir, visualFile)
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("chaos: linearizability visualisation: %w", err)
-	}
-	if err := porcupine.Visualize(o.vis.model, o.vis.info, f); err != nil {
-		f.Close()
-		return fmt.Errorf("chaos: linearizability visualisation: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("chaos: linearizability visualisation: %w", err)
-	}
-	o.Visual = path
 	return nil
 }

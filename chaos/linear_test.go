@@ -185,3 +185,50 @@ func TestOpsSegmentsCarryState(t *testing.T) {
 		t.Fatalf("linearizable %s, want Illegal", r.Ops.Linearizable)
 	}
 }
+
+func sched(node, ev string, call, ret int, epoch uint64, result string) Record {
+	return Record{T: at(ret), Kind: kindSched, Node: node, Ev: ev, Epoch: epoch, Result: result, Call: at(call), Ret: at(ret)}
+}
+
+// fencedOps: n1 raises to 1 and writes; n2 raises to 2 while n1 writes
+// concurrently (either order is fine); n1's next write is refused; a raise
+// that failed with an unknown outcome is placed wherever it fits (here
+// last: n2 still writes at 2 after it).
+func fencedOps() []Record {
+	return []Record{
+		sched("n1", "raise", 0, 5, 1, "accepted"),
+		sched("n1", "write", 1000, 1010, 1, "accepted"),
+		sched("n2", "raise", 1500, 1520, 2, "accepted"),
+		sched("n1", "write", 1505, 1530, 1, "accepted"),
+		sched("n1", "write", 2000, 2010, 1, "stale"),
+		sched("n3", "raise", 2100, 2400, 3, "error"),
+		sched("n4", "write", 2500, 2510, 4, "not_raised"),
+		sched("n2", "write", 2600, 2610, 2, "duplicate"),
+	}
+}
+
+func TestFenceRegister(t *testing.T) {
+	r := checkRecs(t, fencedOps())
+	checkFence(fencedOps(), r)
+	if len(r.Violations) != 0 || r.Ops.FenceLinearizable != "Ok" || r.Ops.FenceOps != 8 {
+		t.Fatalf("violations %q, report %+v", r.Violations, r.Ops)
+	}
+	// n1's write in epoch 1 is accepted although n2's raise to 2 had
+	// returned before it began.
+	bad := append(fencedOps(), sched("n1", "write", 1600, 1610, 1, "accepted"))
+	r = &Report{}
+	checkFence(bad, r)
+	if r.Ops.FenceLinearizable != "Illegal" {
+		t.Fatalf("fence register %q, want Illegal", r.Ops.FenceLinearizable)
+	}
+	wantViolation(t, r, "not linearizable against the fence table")
+	if err := r.Ops.writeVisual(t.TempDir()); err != nil || r.Ops.FenceVisual == "" {
+		t.Fatalf("visualisation %q: %v", r.Ops.FenceVisual, err)
+	}
+	// A control run has no raises: nothing to check.
+	r = &Report{}
+	checkFence([]Record{sched("n1", "write", 0, 1, 1, "accepted"), sched("n2", "write", 2, 3, 0, "accepted")}, r)
+	if r.Ops.FenceLinearizable != "" {
+		t.Fatalf("fence register checked without raises: %q", r.Ops.FenceLinearizable)
+	}
+}
