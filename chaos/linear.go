@@ -270,7 +270,7 @@ func checkOps(recs []Record, r *Report) {
 			violate(first, "leader reads between %s and %s are not linearizable (porcupine: %s)", stamp(first), stamp(last), visualFile)
 			if o.vis == nil {
 				o.vis = &visual{model: model, info: info}
-				annotate(&o.vis.info, claims, overlaps, first, last)
+				annotate(&o.vis.info, merged, overlaps, first, last)
 			}
 		case porcupine.Unknown:
 			if o.Linearizable == string(porcupine.Ok) {
@@ -283,7 +283,7 @@ func checkOps(recs []Record, r *Report) {
 	// A violation porcupine did not see (leases, an observer): show the
 	// leader reads around it, with the lease claims.
 	if o.vis == nil && o.firstAt != 0 {
-		from, to := o.firstAt-2*int64(time.Second), o.firstAt+int64(time.Second)
+		from, to := o.firstAt-int64(time.Second), o.firstAt+int64(time.Second)/2
 		var before, window []porcupine.Operation
 		for _, seg := range segments(reads, 1) {
 			switch {
@@ -296,7 +296,7 @@ func checkOps(recs []Record, r *Report) {
 		model := leadershipModel(endState(leadState{}, before))
 		_, info := porcupine.CheckOperationsVerbose(model, window, porcupineTimeout)
 		o.vis = &visual{model: model, info: info}
-		annotate(&o.vis.info, claims, overlaps, from, to)
+		annotate(&o.vis.info, merged, overlaps, from, to)
 	}
 }
 
@@ -332,8 +332,8 @@ func endState(s leadState, seg []porcupine.Operation) leadState {
 	return s
 }
 
-// annotate adds the lease claims between from and to (each agent's row,
-// overlaps in red) to a visualisation.
+// annotate adds the lease claims between from and to (each agent's
+// merged claims in a row of its own, overlaps in red) to a visualisation.
 func annotate(info *porcupine.LinearizationInfo, claims []leaseClaim, overlaps [][2]leaseClaim, from, to int64) {
 	var anns []porcupine.Annotation
 	for _, c := range claims {
