@@ -92,7 +92,10 @@ func TestChaosPlanted(t *testing.T) {
 	opt.Planted = true
 	opt.Netns = "off"
 	opt.Freeze = 0
-	opt.Schedule = []string{"kill-leader", "pause-leader", "kill-leader"}
+	// Each round alone overlaps by about 200–350 ms (a new leader after
+	// about 1.5 election timeouts, the old lease for 3); four of them
+	// leave room for a loaded CI machine that slows an election down.
+	opt.Schedule = []string{"kill-leader", "pause-leader", "kill-leader", "pause-leader"}
 	res, err := Run(context.Background(), opt)
 	if err != nil {
 		t.Fatal(err)

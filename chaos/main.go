@@ -2,10 +2,12 @@
 // (examples/scheduler) under a seeded nemesis — SIGKILL, SIGSTOP, and, as
 // root with ip and iptables, network partitions and loss inside network
 // namespaces of its own — records what every agent and replica said and
-// did in a JSONL history, and checks it: at most one leader per epoch,
-// epochs and terms never going back, one vote per term, no stale or
+// did, and every request a client made of an agent with its call and
+// return times, in a JSONL history, and checks it: at most one leader per
+// epoch, epochs and terms never going back, one vote per term, no stale or
 // duplicate job ever accepted, a leader again within a bound after every
-// heal.
+// heal, leader reads and the fence table linearizable (porcupine), and no
+// two agents' leases overlapping.
 //
 //	go run ./chaos -seed 1 -rounds 200          # a long run
 //	go run ./chaos -seed 1 -rounds 20 -control  # fencing off: must find violations
