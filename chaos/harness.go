@@ -262,49 +262,41 @@ func (h *harness) names() []string {
 }
 
 func (h *harness) build(ctx context.Context) error {
-	type target struct{ dir, pkg, out string }
+	type target struct {
+		sub, pkg, out string // module folder under the root, package, output folder
+		flags         []string
+	}
 	var todo []target
-	root := ""
-	if h.opt.BinDir != "" {
-		h.bin = h.opt.BinDir
-	} else {
+	h.bin = h.opt.BinDir
+	if h.bin == "" {
 		h.bin = filepath.Join(h.dir, "bin")
-		var err error
-		if root, err = moduleRoot(); err != nil {
-			return err
+		if !h.opt.Planted {
+			todo = append(todo, target{".", "./cmd/agent", h.bin, nil})
 		}
 		// The scheduler lives in the examples module (its database drivers
 		// stay out of the agent's go.mod), so it is built from there.
-		todo = append(todo, target{root, "./cmd/agent", h.bin}, target{filepath.Join(root, "examples"), "./scheduler", h.bin})
+		todo = append(todo, target{"examples", "./scheduler", h.bin, nil})
 	}
 	h.agentBin = filepath.Join(h.bin, "agent")
-	var tags []string
 	if h.opt.Planted {
-		if root == "" {
-			var err error
-			if root, err = moduleRoot(); err != nil {
-				return err
-			}
-		}
 		// A folder of its own, so that a planted binary is never mistaken
 		// for a shipped one.
 		planted := filepath.Join(h.dir, "bin-planted")
 		h.agentBin = filepath.Join(planted, "agent")
-		if len(todo) > 0 {
-			todo = todo[1:]
-		}
-		todo = append(todo, target{root, "./cmd/agent", planted})
-		tags = []string{"-tags", "conclave_unsafe"}
+		todo = append(todo, target{".", "./cmd/agent", planted, []string{"-tags", "conclave_unsafe"}})
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return err
 	}
 	for _, b := range todo {
-		args := []string{"build", "-o", b.out + string(filepath.Separator)}
-		if b.pkg == "./cmd/agent" {
-			args = append(args, tags...)
-		}
-		args = append(args, b.pkg)
-		h.logf("go %s (in %s)", strings.Join(args, " "), b.dir)
+		args := append(append([]string{"build", "-o", b.out + string(filepath.Separator)}, b.flags...), b.pkg)
+		h.logf("go %s (in %s)", strings.Join(args, " "), b.sub)
 		cmd := exec.CommandContext(ctx, "go", args...)
-		cmd.Dir = b.dir
+		cmd.Dir = filepath.Join(root, b.sub)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("chaos: go build %s: %w\n%s", b.pkg, err, out)
 		}
