@@ -405,8 +405,11 @@ func (r *Report) Print(w io.Writer) {
 	o := r.Ops
 	fmt.Fprintf(w, "client ops %d answered, %d failed; leader reads %d (consistent %d) in %d segments: linearizable %s\n",
 		o.Ops, o.OpsFailed, o.LeaderReads, o.Consistent, o.Segments, o.Linearizable)
-	fmt.Fprintf(w, "lease claims %d: overlapping %d; epoch regressions seen by a client %d; two leaders in an epoch %d\n",
-		o.LeaseClaims, o.LeaseOverlaps, o.EpochRegressions, o.TwoLeaders)
+	fmt.Fprintf(w, "lease claims %d: overlapping %d", o.LeaseClaims, o.LeaseOverlaps)
+	if o.LeaseGapMin >= 0 {
+		fmt.Fprintf(w, ", closest two agents' leases came %s apart", o.LeaseGapMin.Round(time.Millisecond))
+	}
+	fmt.Fprintf(w, "; epoch regressions seen by a client %d; two leaders in an epoch %d\n", o.EpochRegressions, o.TwoLeaders)
 	if o.FenceLinearizable != "" {
 		fmt.Fprintf(w, "fence register: %d raises and writes, linearizable %s\n", o.FenceOps, o.FenceLinearizable)
 	}

@@ -86,9 +86,13 @@ type OpsReport struct {
 	Segments    int
 	// Linearizable is porcupine's verdict over every segment: Ok,
 	// Illegal, or Unknown (a segment timed out and nothing was illegal).
-	Linearizable     string
-	LeaseClaims      int // answers with a lease that certainly covers some interval
-	LeaseOverlaps    int
+	Linearizable  string
+	LeaseClaims   int // answers with a lease that certainly covers some interval
+	LeaseOverlaps int
+	// LeaseGapMin is the shortest time between the end of one agent's
+	// claim and the start of another's (-1 when no agent followed
+	// another): how close the leases came to overlapping.
+	LeaseGapMin      time.Duration
 	EpochRegressions int
 	TwoLeaders       int
 	// FenceOps raises and writes were checked against the fence table's
@@ -168,6 +172,24 @@ func mergeClaims(claims []leaseClaim) []leaseClaim {
 	return out
 }
 
+// closestLeases is the shortest gap from one agent's claim (merged, sorted
+// by start) to a later claim of another agent; -1 when there is none.
+func closestLeases(merged []leaseClaim) time.Duration {
+	best := time.Duration(-1)
+	lastEnd := map[string]int64{}
+	for _, c := range merged {
+		for node, end := range lastEnd {
+			if node != c.node && c.start >= end {
+				if g := time.Duration(c.start - end); best < 0 || g < best {
+					best = g
+				}
+			}
+		}
+		lastEnd[c.node] = max(lastEnd[c.node], c.end)
+	}
+	return best
+}
+
 // checkOps runs the operation checks over the op records of a history
 // (sorted by time) and adds what they find to r.
 func checkOps(recs []Record, r *Report) {
@@ -229,6 +251,7 @@ func checkOps(recs []Record, r *Report) {
 		}
 	}
 	o.LeaseOverlaps = len(overlaps)
+	o.LeaseGapMin = closestLeases(merged)
 	for _, p := range overlaps {
 		a, b := p[0], p[1]
 		violate(b.start, "two leases at once: %s (epoch %d) claimed a lease until %s, %s (epoch %d) claimed one from %s: %s of overlap",

@@ -72,6 +72,10 @@ func TestOpsClean(t *testing.T) {
 	if o.LeaseClaims != 5 {
 		t.Fatalf("lease claims %d, want 5", o.LeaseClaims)
 	}
+	// n1's last claim ends at 900 + 80 ms, n2's first starts at 1311 ms.
+	if o.LeaseGapMin != 331*time.Millisecond {
+		t.Fatalf("closest leases %v apart, want 331ms", o.LeaseGapMin)
+	}
 	if o.vis != nil {
 		t.Fatal("a visualisation for a clean history")
 	}
