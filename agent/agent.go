@@ -33,10 +33,7 @@ import (
 	"github.com/conclave-agent/conclave/internal/ratelog"
 	"github.com/conclave-agent/conclave/localapi"
 	"github.com/conclave-agent/conclave/membership"
-	"github.com/conclave-agent/conclave/phi"
 	"github.com/conclave-agent/conclave/protocols"
-	"github.com/conclave-agent/conclave/protocols/majority"
-	"github.com/conclave-agent/conclave/protocols/observe"
 	"github.com/conclave-agent/conclave/store"
 	"github.com/conclave-agent/conclave/transport"
 )
@@ -267,9 +264,8 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 	if a.listener, err = localapi.Listen(cfg.API.Socket, cfg.API.SocketMode.Perm()); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	if plantedMajorityUnsafe != (majority.Unsafe{}) {
-		lg.Warn("this agent was built with the conclave_unsafe tag: planted election bugs are on, for the chaos checker's own test; never run it in production",
-			zap.Any("majority_unsafe", plantedMajorityUnsafe))
+	if core.PlantedBugs() {
+		lg.Warn("this agent was built with the conclave_unsafe tag: planted election bugs are on, for the chaos checker's own test; never run it in production")
 	}
 	lg.Info("agent ready",
 		zap.String("node", cfg.Node.Name), zap.Uint64("id", cfg.Node.ID),
@@ -314,15 +310,8 @@ func (a *Agent) coreConfig(hs protocols.HardState, observed uint64, peerAddr str
 			Logger:            zapLogger{a.log.Named("election").Sugar()},
 			Candidacy:         initialCandidacy(cfg),
 			PreemptDelay:      cfg.Election.PreemptDelay.Std(),
-			MajorityUnsafe:    plantedMajorityUnsafe,
 		},
-		Detector: phi.Config{
-			Threshold:              d.Threshold,
-			MaxSamples:             d.MaxSamples,
-			MinStdDev:              d.MinStdDev.Std(),
-			AcceptablePause:        d.AcceptablePause.Std(),
-			FirstHeartbeatEstimate: d.HeartbeatInterval.Std(),
-		},
+		Detector:      cfg.Detector.PhiConfig(),
 		Gossip:        a.gossip != nil,
 		Reachable:     a.tr.Reachable,
 		Meta:          api.NewMeta(cfg.Node.Meta),
@@ -602,7 +591,7 @@ func (s *agentShell) ApplyPeers(peers []core.PeerChange) {
 	}
 }
 
-func (s *agentShell) Gossip(anns []observe.Announcement) {
+func (s *agentShell) Gossip(anns []core.Announcement) {
 	for _, ann := range anns {
 		(*Agent)(s).gossipAnnouncement(ann)
 	}
@@ -641,7 +630,7 @@ func (a *Agent) receive(m protocols.Message) {
 
 // gossipAnnouncement gossips a leader announcement; each transmission
 // carries its age at the moment it leaves.
-func (a *Agent) gossipAnnouncement(ann observe.Announcement) {
+func (a *Agent) gossipAnnouncement(ann core.Announcement) {
 	if a.gossip == nil {
 		return
 	}

@@ -67,12 +67,16 @@ func NewProtocol(s ProtocolSpec) (protocols.Protocol, error) {
 	)
 	switch s.Protocol {
 	case ProtocolMajority:
+		unsafe := s.MajorityUnsafe
+		if unsafe == (majority.Unsafe{}) {
+			unsafe = plantedMajority()
+		}
 		p, err = majority.New(majority.Config{
 			ID: s.Self.ID, Members: members, Voters: s.Voters,
 			ElectionTimeout: s.ElectionTimeout, HeartbeatInterval: s.HeartbeatInterval,
 			PreVote: s.PreVote, CheckQuorum: s.CheckQuorum, MaxClockDrift: s.MaxClockDrift,
 			Candidacy: s.Candidacy, PreemptDelay: s.PreemptDelay,
-			HardState: s.HardState, Now: s.Now, Rand: s.Rand, Logger: s.Logger, Unsafe: s.MajorityUnsafe,
+			HardState: s.HardState, Now: s.Now, Rand: s.Rand, Logger: s.Logger, Unsafe: unsafe,
 		})
 	case ProtocolBully:
 		p, err = bully.New(bully.Config{
@@ -108,3 +112,8 @@ func IsVoter(protocol string, voters []string, name string) bool {
 	}
 	return false
 }
+
+// PlantedBugs reports whether this binary was built with the
+// conclave_unsafe tag, which plants a lease bug in majority for the chaos
+// harness's own test: the agent says so loudly at start.
+func PlantedBugs() bool { return plantedMajority() != (majority.Unsafe{}) }

@@ -110,6 +110,11 @@ type PeerChange struct {
 	Probe bool
 }
 
+// Announcement is a leader announcement the observers' gossip path carries
+// (protocols/observe): the shell gossips it and hands what it receives to
+// Gossiped, so the agent needs no protocol package of its own.
+type Announcement = observe.Announcement
+
 // Confirmation settles a consistent read started by ConfirmLeadership.
 type Confirmation struct {
 	Token uint64
