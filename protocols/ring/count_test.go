@@ -166,7 +166,8 @@ func hsMsgs(c map[protocols.MessageKind]int) int {
 // arrangement took (id order, descending, the random ones); avg is the
 // mean over the same random arrangements for all three. It holds Peterson
 // to 2n⌊log₂ n⌋ + 3n, worst and average, with exactly 2n⌊log₂ n⌋ + n
-// FIRST and SECOND messages in its worst arrangement, LCR to n(n+1)/2 + n
+// FIRST and SECOND messages in its worst arrangement and 5n − 1 messages
+// in id order, LCR to n(n+1)/2 + n
 // and HS to 8n(1+⌈log₂ n⌉) + n, and logs the table docs/bully-ring.md
 // shows (go test -count=1 -run TestMessageCountTable -v ./protocols/ring).
 func TestMessageCountTable(t *testing.T) {
@@ -186,6 +187,12 @@ func TestMessageCountTable(t *testing.T) {
 			t.Errorf("n=%d Peterson worst arrangement: %d FIRST+SECOND, want 2n⌊log₂ n⌋+n = %d", n, got, want)
 		}
 		pWorst := petersonMsgs(pc)
+		// In id order (production) only the lowest id, after the highest,
+		// stays active: 2n, then its FIRST round the ring, then WINNER
+		// n−1 hops up to the highest, then LEADER.
+		if got := petersonMsgs(runAll(t, n, AlgPeterson, nil)); got != 5*n-1 {
+			t.Errorf("n=%d Peterson in id order: %d messages, want 5n−1 = %d", n, got, 5*n-1)
+		}
 		lWorst := lcrMsgs(runAll(t, n, AlgLCR, descending(n)))
 		if want := n*(n+1)/2 + n; lWorst != want {
 			t.Errorf("n=%d LCR descending: %d messages, want n(n+1)/2+n = %d", n, lWorst, want)

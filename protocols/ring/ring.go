@@ -1,7 +1,8 @@
 // Package ring implements ring elections as a pure state machine behind
 // protocols.Protocol: Chang-Roberts (LCR) on the logical ring of live members
-// ordered by id, and Hirschberg-Sinclair (HS) on the same ring used in both
-// directions. The live member of highest rank — (priority, id), so the
+// ordered by id, Hirschberg-Sinclair (HS) on the same ring used in both
+// directions, and Peterson / Dolev-Klawe-Rodeh (peterson.go) on it
+// clockwise, in phases of active nodes. The live member of highest rank — (priority, id), so the
 // highest id among those of the highest priority — wins and announces
 // itself with a LEADER message sent once around the ring, then heartbeats
 // every member; a stalled election restarts after a timeout. A recovered
@@ -17,7 +18,7 @@
 // its own leader. Every leader holds a distinct, strictly increasing epoch
 // (see protocols.NextEpoch), persisted before it is announced, so a fenced resource that
 // keeps the highest epoch accepts only one of them. docs/bully-ring.md
-// describes both algorithms and their measured message counts.
+// describes the three algorithms and their measured message counts.
 package ring
 
 import (
