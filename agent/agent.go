@@ -3,11 +3,11 @@
 // configured election protocol, the durable store and the local socket API.
 //
 // The loop goroutine is the only place that touches election state, does the
-// protocol's I/O and reads the clock for it. For every Ready it persists the
-// HardState and the observed epoch (fsync), then sends the messages, then
-// announces the change, then advances — never in another order. The agent
-// must never report leadership it cannot vouch for: every answer is
-// computed from the protocol's Status at the instant of asking.
+// core's I/O and reads the clock for it. It carries out every core.Ready
+// through core.Drain, in the driver contract's order, which is written
+// once, on core.Ready. The agent must never report leadership it cannot
+// vouch for: every answer is computed from the protocol's Status at the
+// instant of asking.
 package agent
 
 import (
@@ -35,6 +35,7 @@ import (
 	"github.com/conclave-agent/conclave/membership"
 	"github.com/conclave-agent/conclave/phi"
 	"github.com/conclave-agent/conclave/protocols"
+	"github.com/conclave-agent/conclave/protocols/majority"
 	"github.com/conclave-agent/conclave/protocols/observe"
 	"github.com/conclave-agent/conclave/store"
 	"github.com/conclave-agent/conclave/transport"
@@ -266,6 +267,10 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 	if a.listener, err = localapi.Listen(cfg.API.Socket, cfg.API.SocketMode.Perm()); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
+	if plantedMajorityUnsafe != (majority.Unsafe{}) {
+		lg.Warn("this agent was built with the conclave_unsafe tag: planted election bugs are on, for the chaos checker's own test; never run it in production",
+			zap.Any("majority_unsafe", plantedMajorityUnsafe))
+	}
 	lg.Info("agent ready",
 		zap.String("node", cfg.Node.Name), zap.Uint64("id", cfg.Node.ID),
 		zap.String("protocol", cfg.Election.Protocol),
@@ -309,6 +314,7 @@ func (a *Agent) coreConfig(hs protocols.HardState, observed uint64, peerAddr str
 			Logger:            zapLogger{a.log.Named("election").Sugar()},
 			Candidacy:         initialCandidacy(cfg),
 			PreemptDelay:      cfg.Election.PreemptDelay.Std(),
+			MajorityUnsafe:    plantedMajorityUnsafe,
 		},
 		Detector: phi.Config{
 			Threshold:              d.Threshold,
@@ -357,6 +363,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	err := a.loop(ctx, wake, serveErr)
 	crashed := errors.Is(err, errKilled)
 	if err == nil {
+		if q, ok := a.tr.(interface{ Quiesce() }); ok {
+			q.Quiesce() // peers stopping with this one are no news now
+		}
 		ticker := time.NewTicker(tickInterval)
 		a.handover(ticker.C)
 		ticker.Stop()
@@ -375,7 +384,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		// Like a SIGKILL: no goodbye, peers must detect the failure.
 		return nil
 	}
-	if leaveErr := a.cluster.Leave(time.Second); leaveErr != nil && !errors.Is(leaveErr, membership.ErrShutdown) {
+	// 0: as long as gossip needs (membership.LeaveTime); a fixed second
+	// timed out whenever a single peer was left to hear the leave.
+	if leaveErr := a.cluster.Leave(0); leaveErr != nil && !errors.Is(leaveErr, membership.ErrShutdown) {
 		a.log.Warn("leaving gossip", zap.Error(leaveErr))
 	}
 	return err
@@ -488,7 +499,15 @@ func (a *Agent) handover(tick <-chan time.Time) {
 		}
 		select {
 		case <-deadline:
-			a.log.Warn("leadership handover timed out")
+			if a.othersGone() {
+				// Every other member left or failed meanwhile: they are
+				// stopping too (a whole cluster stopped at once), so no
+				// successor could take over. Nothing is wrong with this
+				// node or the cluster's health; the next start elects.
+				a.log.Info("stopping without a successor: every other member is stopping or gone")
+				return
+			}
+			a.log.Warn("leadership handover timed out: no other member took leadership over")
 			return
 		case <-tick:
 			a.core.Tick(a.now())
@@ -499,6 +518,17 @@ func (a *Agent) handover(tick <-chan time.Time) {
 			a.receive(m)
 		}
 	}
+}
+
+// othersGone reports whether gossip knows no other member that is alive
+// (or only suspected).
+func (a *Agent) othersGone() bool {
+	for _, m := range a.cluster.Members() {
+		if m.Name != a.cfg.Node.Name && (m.State == membership.StateAlive || m.State == membership.StateSuspect) {
+			return false
+		}
+	}
+	return true
 }
 
 func (a *Agent) closeAll() {
@@ -522,58 +552,79 @@ func (a *Agent) closeAll() {
 	}
 }
 
-// handleReady carries out the core's Ready in the driver contract's order:
-// persist, send, change peers, gossip, publish (the settings digest, the
-// status, the hooks), answer; then advance.
+// handleReady carries out the core's pending Ready batches through
+// core.Drain, in the driver contract's order (core.Ready), with the agent
+// as the shell; a failed persist stops the agent.
 func (a *Agent) handleReady() error {
-	for a.core.HasReady() {
-		rd := a.core.Ready()
-		if rd.HardState != nil {
-			if err := a.store.Save(*rd.HardState); err != nil {
-				// Sending now could break a promise a vote made; stop.
-				return fmt.Errorf("agent: persist election state: %w", err)
-			}
-		}
-		if rd.ObservedEpoch != 0 {
-			if err := a.store.SaveObserved(rd.ObservedEpoch); err != nil {
-				// Publishing now could report an epoch a restart takes back.
-				return fmt.Errorf("agent: persist observed epoch: %w", err)
-			}
-		}
-		for _, m := range rd.Messages {
-			a.tr.Send(m.To, m)
-		}
-		for _, p := range rd.Peers {
-			if p.Remove {
-				a.tr.RemovePeer(p.ID)
-				continue
-			}
-			a.tr.SetProbed(p.ID, p.Probe)
-			if err := a.tr.SetPeer(p.ID, p.PeerID, p.PeerAddr); err != nil {
-				a.log.Warn("cannot admit member", zap.String("member", p.Name), zap.Error(err))
-			}
-		}
-		for _, ann := range rd.Announcements {
-			a.gossipAnnouncement(ann)
-		}
-		if rd.Digest != "" {
-			if dg, ok := a.cluster.(membership.Digester); ok {
-				if err := dg.SetDigest(rd.Digest, rd.DigestExt); err != nil {
-					a.log.Warn("cannot publish the settings digest", zap.Error(err))
-				}
-			}
-		}
-		if rd.Status != nil {
-			a.hub.Publish(*rd.Status)
-			a.fireHooks(*rd.Status)
-		}
-		for _, c := range rd.Confirmations {
-			a.settleConfirm(c)
-		}
-		a.core.Advance(rd)
+	if err := core.Drain(a.core, (*agentShell)(a)); err != nil {
+		// Sending now could break a promise a vote made, and publishing
+		// could report an epoch a restart takes back: stop.
+		return fmt.Errorf("agent: %w", err)
 	}
 	a.storeSnapshot()
 	return nil
+}
+
+// agentShell is the agent as core.Drain's shell: the store, the
+// transport, gossip and the socket.
+type agentShell Agent
+
+func (s *agentShell) Persist(hs *protocols.HardState, observed uint64) error {
+	if hs != nil {
+		if err := s.store.Save(*hs); err != nil {
+			return fmt.Errorf("persist election state: %w", err)
+		}
+	}
+	if observed != 0 {
+		if err := s.store.SaveObserved(observed); err != nil {
+			return fmt.Errorf("persist observed epoch: %w", err)
+		}
+	}
+	return nil
+}
+
+func (s *agentShell) Send(msgs []protocols.Message) {
+	for _, m := range msgs {
+		s.tr.Send(m.To, m)
+	}
+}
+
+func (s *agentShell) ApplyPeers(peers []core.PeerChange) {
+	for _, p := range peers {
+		if p.Remove {
+			s.tr.RemovePeer(p.ID)
+			continue
+		}
+		s.tr.SetProbed(p.ID, p.Probe)
+		if err := s.tr.SetPeer(p.ID, p.PeerID, p.PeerAddr); err != nil {
+			s.log.Warn("cannot admit member", zap.String("member", p.Name), zap.Error(err))
+		}
+	}
+}
+
+func (s *agentShell) Gossip(anns []observe.Announcement) {
+	for _, ann := range anns {
+		(*Agent)(s).gossipAnnouncement(ann)
+	}
+}
+
+func (s *agentShell) PublishDigest(digest, ext string) {
+	if dg, ok := s.cluster.(membership.Digester); ok {
+		if err := dg.SetDigest(digest, ext); err != nil {
+			s.log.Warn("cannot publish the settings digest", zap.Error(err))
+		}
+	}
+}
+
+func (s *agentShell) Publish(st api.Status) {
+	s.hub.Publish(st)
+	(*Agent)(s).fireHooks(st)
+}
+
+func (s *agentShell) Settle(cs []core.Confirmation) {
+	for _, c := range cs {
+		(*Agent)(s).settleConfirm(c)
+	}
 }
 
 // receive feeds a peer's message to the core.

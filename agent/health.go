@@ -1,6 +1,6 @@
 package agent
 
-// Health-gated leadership (issue 15, docs/health.md): the I/O side of
+// Health-gated leadership (docs/health.md): the I/O side of
 // health — the check runner and hooks (goroutines of the health package),
 // the maintenance record in the data directory — feeding core.Node.SetHealth.
 // The decisions (an ineligible node does not campaign, a leader hands

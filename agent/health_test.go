@@ -128,7 +128,7 @@ func (tc *testCluster) awaitLeaderOtherThan(t *testing.T, avoid ...string) (api.
 	return api.Status{}, 0
 }
 
-// TestHealthMovesLeadership is issue 15's first demonstration with real
+// TestHealthMovesLeadership is health-gated leadership's first demonstration with real
 // agents in one process: a failing check moves leadership away, maintenance
 // moves it again, and with both cleared a crash elects one of the others.
 // The times are logged (docs/health.md), not asserted.
@@ -220,7 +220,7 @@ func TestMaintenanceSurvivesRestart(t *testing.T) {
 	tc.waitAgreed(st.Epoch, 30*time.Second)
 }
 
-// TestPreferredNodeRegainsLeadership is issue 15's second demonstration: a
+// TestPreferredNodeRegainsLeadership is health-gated leadership's second demonstration: a
 // priority-10 node leads, loses leadership when killed, and regains it by
 // planned hand-over after its restart (the old leader's log says so). The
 // times, and the longest gap without a leader, are logged, not asserted.

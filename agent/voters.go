@@ -16,7 +16,7 @@ import (
 	"github.com/conclave-agent/conclave/transport"
 )
 
-// Voter changes at runtime (issue 14, docs/voters.md). This file is the
+// Voter changes at runtime (docs/voters.md). This file is the
 // agent's I/O only: the protocol decides whether a change is safe and the
 // core (core/voters.go) what may be proposed and how disagreeing members
 // are treated; the agent answers the socket, forwards to the leader over

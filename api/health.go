@@ -54,6 +54,18 @@ type HealthReport struct {
 	NoHealthyCandidate bool `json:"no_healthy_candidate,omitempty"`
 }
 
+// MarshalJSON writes Checks as [] when there are none, never null: a
+// client that iterates over the checks (jq '.health.checks[]', Python's
+// for loop) must not need a special case for an agent without [[check]].
+func (h HealthReport) MarshalJSON() ([]byte, error) {
+	type plain HealthReport // without this method, so no recursion
+	p := plain(h)
+	if p.Checks == nil {
+		p.Checks = []CheckState{}
+	}
+	return json.Marshal(p)
+}
+
 // CheckState is one check's last result.
 type CheckState struct {
 	Name string `json:"name"`

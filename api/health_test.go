@@ -36,3 +36,30 @@ func TestMetaIsComparableAndAnObjectOnTheWire(t *testing.T) {
 		t.Fatal("LeaderInfo drops leader_meta")
 	}
 }
+
+func TestNoChecksIsAnEmptyListOnTheWire(t *testing.T) {
+	for _, st := range []Status{
+		{Node: "n1", Health: &HealthReport{Status: HealthPassing}},
+		{Node: "n1", Health: &HealthReport{Status: HealthPassing, Checks: []CheckState{}}},
+	} {
+		raw, err := json.Marshal(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var generic struct {
+			Health map[string]json.RawMessage `json:"health"`
+		}
+		if err := json.Unmarshal(raw, &generic); err != nil {
+			t.Fatal(err)
+		}
+		if got := string(generic.Health["checks"]); got != "[]" {
+			t.Errorf("checks on the wire = %s, want []: %s", got, raw)
+		}
+	}
+	one := HealthReport{Status: HealthFailing, Checks: []CheckState{{Name: "db", Status: CheckFailing}}}
+	raw, _ := json.Marshal(one)
+	var back HealthReport
+	if err := json.Unmarshal(raw, &back); err != nil || len(back.Checks) != 1 || back.Checks[0].Name != "db" {
+		t.Errorf("round trip of a check: %+v, %v (%s)", back, err, raw)
+	}
+}

@@ -73,6 +73,42 @@ func TestChaosCI(t *testing.T) {
 	if res.Report.WritesAccepted == 0 {
 		t.Error("no job was ever written: the run shows nothing")
 	}
+	if o := res.Report.Ops; o.Consistent == 0 || o.LeaseClaims == 0 || o.Linearizable != "Ok" {
+		t.Errorf("client operations: %d consistent leader reads, %d lease claims, linearizable %q; want some, some, Ok", o.Consistent, o.LeaseClaims, o.Linearizable)
+	}
+}
+
+// TestChaosPlanted runs agents built with the conclave_unsafe tag, whose
+// leader counts its lease for three election timeouts: when it is killed
+// or paused, a new leader is elected while the lease it last reported
+// still runs, and the lease check must say so — or the clean runs' zero
+// overlaps prove nothing. About 30 s, the agent's build included.
+func TestChaosPlanted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs real agents; skipped with -short")
+	}
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	opt := ciOptions(t)
+	opt.Planted = true
+	opt.Netns = "off"
+	opt.Freeze = 0
+	// Each round alone overlaps by about 200–350 ms (a new leader after
+	// about 1.5 election timeouts, the old lease for 3); four of them
+	// leave room for a loaded CI machine that slows an election down.
+	opt.Schedule = []string{"kill-leader", "pause-leader", "kill-leader", "pause-leader"}
+	res, err := Run(context.Background(), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sb strings.Builder
+	res.Report.Print(&sb)
+	t.Logf("planted run took %s\n%s", res.Duration.Round(time.Second), sb.String())
+	if res.Report.Ops.LeaseOverlaps == 0 {
+		t.Fatal("the agents' leases were too long, yet no two leases overlapped: the lease check cannot see the bug")
+	}
+	if _, err := os.Stat(res.Report.Ops.Visual); err != nil {
+		t.Fatalf("no visualisation of the violation: %v", err)
+	}
 }
 
 // TestChaosControl turns fencing off: the checker must then see the stale

@@ -107,6 +107,9 @@ type Report struct {
 	// ("" when it wrote nothing).
 	FreezeFirstWrite []string
 
+	// Ops: the clients' requests and their checks (linear.go).
+	Ops OpsReport
+
 	Violations []string
 }
 
@@ -366,6 +369,8 @@ func Check(recs []Record, jobs []JobRow, fenceEpoch uint64, bound time.Duration)
 			violate("%s: no leader after the heal at %s (the run ended first)", w.kind, stamp(w.from.UnixNano()))
 		}
 	}
+	checkOps(recs, r)
+	checkFence(recs, r)
 	return r
 }
 
@@ -397,6 +402,22 @@ func (r *Report) Print(w io.Writer) {
 		r.WritesAttempted, r.WritesAccepted, r.WritesStale, r.WritesNotRaised, r.Collisions, r.WritesError)
 	fmt.Fprintf(w, "raises %d (refused as stale %d); fence epoch at the end %d\n", r.Raises, r.RaisesStale, r.FenceEpoch)
 	fmt.Fprintf(w, "jobs %d: stale accepted %d, duplicates %d\n", r.Jobs, r.StaleAccepted, r.Duplicates)
+	o := r.Ops
+	fmt.Fprintf(w, "client ops %d answered, %d failed; leader reads %d (consistent %d) in %d segments: linearizable %s\n",
+		o.Ops, o.OpsFailed, o.LeaderReads, o.Consistent, o.Segments, o.Linearizable)
+	fmt.Fprintf(w, "lease claims %d: overlapping %d", o.LeaseClaims, o.LeaseOverlaps)
+	if o.LeaseGapMin >= 0 {
+		fmt.Fprintf(w, ", closest two agents' leases came %s apart", o.LeaseGapMin.Round(time.Millisecond))
+	}
+	fmt.Fprintf(w, "; epoch regressions seen by a client %d; two leaders in an epoch %d\n", o.EpochRegressions, o.TwoLeaders)
+	if o.FenceLinearizable != "" {
+		fmt.Fprintf(w, "fence register: %d raises and writes, linearizable %s\n", o.FenceOps, o.FenceLinearizable)
+	}
+	for _, v := range []string{o.Visual, o.FenceVisual} {
+		if v != "" {
+			fmt.Fprintf(w, "visualisation of the first violation: %s (open it in a browser)\n", v)
+		}
+	}
 	if len(r.FreezeFirstWrite) > 0 {
 		fmt.Fprintf(w, "frozen scheduler's first write on waking: %s\n", strings.Join(quoteAll(r.FreezeFirstWrite), ", "))
 	}

@@ -49,6 +49,13 @@ type Options struct {
 	Dir string
 	// BinDir, when set, holds prebuilt agent and scheduler binaries.
 	BinDir string
+	// Planted builds the agent with the conclave_unsafe tag (majority's
+	// LeaseTooLong on; BinDir's agent is not used): the checker must then
+	// find overlapping leases.
+	Planted bool
+	// ConsistentEvery is how often each agent is asked for a consistent
+	// read; zero: every 100 ms.
+	ConsistentEvery time.Duration
 	// Out receives progress lines.
 	Out io.Writer
 }
@@ -111,13 +118,16 @@ func (n *node) status() (api.Status, bool) {
 type harness struct {
 	opt   Options
 	rng   *rand.Rand
+	clock monoClock
 	dir   string
-	bin   string
-	db    string
-	hist  *History
-	nodes []*node
-	net   *netnsHosts
-	wg    sync.WaitGroup
+	bin   string // the scheduler's folder, and the agent's unless agentBin is set
+	// agentBin is the agent binary.
+	agentBin string
+	db       string
+	hist     *History
+	nodes    []*node
+	net      *netnsHosts
+	wg       sync.WaitGroup
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -137,7 +147,7 @@ func Run(ctx context.Context, opt Options) (*Result, error) {
 	if len(opt.Schedule) > 0 {
 		opt.Rounds = len(opt.Schedule)
 	}
-	h := &harness{opt: opt, rng: rand.New(rand.NewPCG(opt.Seed, opt.Seed^0x9e3779b97f4a7c15))}
+	h := &harness{opt: opt, rng: rand.New(rand.NewPCG(opt.Seed, opt.Seed^0x9e3779b97f4a7c15)), clock: monoClock{base: time.Now()}}
 	h.dir = opt.Dir
 	if h.dir == "" {
 		d, err := os.MkdirTemp("", "conclave-chaos-")
@@ -182,7 +192,7 @@ func Run(ctx context.Context, opt Options) (*Result, error) {
 		hist.Close()
 		return nil, err
 	}
-	h.logf("chaos seed %d, %d rounds, %d agents, control=%v, netns=%v, dir %s", opt.Seed, opt.Rounds, opt.Nodes, opt.Control, res.Netns, h.dir)
+	h.logf("chaos seed %d, %d rounds, %d agents, control=%v, planted=%v, netns=%v, dir %s", opt.Seed, opt.Rounds, opt.Nodes, opt.Control, opt.Planted, res.Netns, h.dir)
 
 	runCtx, stop := context.WithCancel(ctx)
 	for _, n := range h.nodes {
@@ -194,8 +204,10 @@ func Run(ctx context.Context, opt Options) (*Result, error) {
 		}
 	}
 	for _, n := range h.nodes {
-		h.wg.Add(2)
+		h.wg.Add(4)
 		go h.observe(runCtx, n)
+		go h.readConsistent(runCtx, n)
+		go h.watch(runCtx, n)
 		go h.supervise(runCtx, n)
 	}
 	nemErr := h.nemesis(runCtx)
@@ -234,7 +246,11 @@ func CheckDir(ctx context.Context, dir string, bound time.Duration) (*Report, er
 	if err != nil {
 		return nil, err
 	}
-	return Check(recs, jobs, fenceEpoch, bound), nil
+	rep := Check(recs, jobs, fenceEpoch, bound)
+	if err := rep.Ops.writeVisual(dir); err != nil {
+		return nil, err
+	}
+	return rep, nil
 }
 
 func (h *harness) names() []string {
@@ -246,24 +262,41 @@ func (h *harness) names() []string {
 }
 
 func (h *harness) build(ctx context.Context) error {
-	if h.opt.BinDir != "" {
-		h.bin = h.opt.BinDir
+	type target struct {
+		sub, pkg, out string // module folder under the root, package, output folder
+		flags         []string
+	}
+	var todo []target
+	h.bin = h.opt.BinDir
+	if h.bin == "" {
+		h.bin = filepath.Join(h.dir, "bin")
+		if !h.opt.Planted {
+			todo = append(todo, target{".", "./cmd/agent", h.bin, nil})
+		}
+		// The scheduler lives in the examples module (its database drivers
+		// stay out of the agent's go.mod), so it is built from there.
+		todo = append(todo, target{"examples", "./scheduler", h.bin, nil})
+	}
+	h.agentBin = filepath.Join(h.bin, "agent")
+	if h.opt.Planted {
+		// A folder of its own, so that a planted binary is never mistaken
+		// for a shipped one.
+		planted := filepath.Join(h.dir, "bin-planted")
+		h.agentBin = filepath.Join(planted, "agent")
+		todo = append(todo, target{".", "./cmd/agent", planted, []string{"-tags", "conclave_unsafe"}})
+	}
+	if len(todo) == 0 {
 		return nil
 	}
-	h.bin = filepath.Join(h.dir, "bin")
-	h.logf("building ./cmd/agent and ./examples/scheduler into %s", h.bin)
 	root, err := moduleRoot()
 	if err != nil {
 		return err
 	}
-	// The scheduler lives in the examples module (its database drivers stay
-	// out of the agent's go.mod), so it is built from there.
-	for _, b := range []struct{ dir, pkg string }{
-		{root, "./cmd/agent"},
-		{filepath.Join(root, "examples"), "./scheduler"},
-	} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", h.bin+string(filepath.Separator), b.pkg)
-		cmd.Dir = b.dir
+	for _, b := range todo {
+		args := append(append([]string{"build", "-o", b.out + string(filepath.Separator)}, b.flags...), b.pkg)
+		h.logf("go %s (in %s)", strings.Join(args, " "), b.sub)
+		cmd := exec.CommandContext(ctx, "go", args...)
+		cmd.Dir = filepath.Join(root, b.sub)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("chaos: go build %s: %w\n%s", b.pkg, err, out)
 		}
@@ -372,7 +405,7 @@ level = "info"
 
 // startAgent starts n's agent from its data directory.
 func (h *harness) startAgent(n *node) error {
-	argv := []string{filepath.Join(h.bin, "agent"), "run", "-config", n.cfgPath}
+	argv := []string{h.agentBin, "run", "-config", n.cfgPath}
 	if h.net != nil {
 		argv = append([]string{"ip", "netns", "exec", h.net.Host(n.name).NS}, argv...)
 	}
@@ -474,11 +507,16 @@ func (h *harness) startScheduler(n *node) (*proc, error) {
 				Tick   int64  `json:"tick"`
 				Result string `json:"result"`
 				Err    string `json:"err"`
+				Call   int64  `json:"call"`
 			}
 			if json.Unmarshal(sc.Bytes(), &e) != nil {
 				continue
 			}
-			h.hist.Add(Record{T: e.TS, Kind: kindSched, Node: n.name, Ev: e.Ev, Epoch: e.Epoch, Tick: e.Tick, Result: e.Result, Err: e.Err})
+			r := Record{T: e.TS, Kind: kindSched, Node: n.name, Ev: e.Ev, Epoch: e.Epoch, Tick: e.Tick, Result: e.Result, Err: e.Err}
+			if e.Call != 0 {
+				r.Call, r.Ret = e.Call, e.TS
+			}
+			h.hist.Add(r)
 		}
 		_ = cmd.Wait()
 		close(p.done)
@@ -501,11 +539,14 @@ func (h *harness) observe(ctx context.Context, n *node) {
 		case <-tick.C:
 		}
 		qctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		call := h.clock.now()
 		st, err := n.c.Status(qctx)
+		ret := h.clock.now()
 		cancel()
 		if ctx.Err() != nil {
 			return
 		}
+		h.hist.Add(opRecord(n.name, opStatus, n.name+"/"+opStatus, call, ret, st, err))
 		rec := Record{Kind: kindStatus, Node: n.name, Up: err == nil}
 		if err == nil {
 			rec.Role, rec.Leader, rec.Epoch = st.Role, st.Leader, st.Epoch

@@ -21,6 +21,14 @@ const (
 	kindWake      = "wake"      // a frozen scheduler was resumed (freeze fault)
 	kindProc      = "proc"      // a process started or exited
 	kindNote      = "note"      // anything else worth reading
+	kindOp        = "op"        // one request a client made of an agent, and its answer
+)
+
+// Operations (Record.Op) a client makes of an agent's socket.
+const (
+	opStatus     = "status"     // GET /v1/status, answered from the agent's snapshot
+	opConsistent = "consistent" // GET /v1/status?consistent: a leader confirms with a quorum first
+	opWatch      = "watch"      // one event of GET /v1/watch (no call time: Call = Ret)
 )
 
 // Record is one line of the history file (JSONL). T is the wall-clock time
@@ -55,7 +63,29 @@ type Record struct {
 	// pauses or cuts it off from a majority).
 	LeaderHit bool   `json:"leader_hit,omitempty"`
 	Detail    string `json:"detail,omitempty"`
+
+	// op: Node is the agent asked, Obs the client that asked (one
+	// sequential observer: "n1/status"), Up whether it answered (Err says
+	// why not), and Role, Leader, Epoch and LeaseNS its answer. Call and
+	// Ret are taken in the harness just before the request and just after
+	// the answer, on its monotonic clock (monoClock), in nanoseconds.
+	// A scheduler's raise and write (sched) carry Call and Ret too, from
+	// the scheduler's wall clock: they are compared only with each other.
+	Op      string `json:"op,omitempty"`
+	Obs     string `json:"obs,omitempty"`
+	Call    int64  `json:"call,omitempty"`
+	Ret     int64  `json:"ret,omitempty"`
+	LeaseNS int64  `json:"lease_ns,omitempty"`
 }
+
+// monoClock reads the harness's monotonic clock as nanoseconds on the
+// unix scale: base's wall time plus the monotonic time elapsed since base.
+// Every agent runs on the same kernel (network namespaces share it), so
+// durations it measures (lease_ns) are on the same clock; wall-clock steps
+// during a run cannot reorder operations.
+type monoClock struct{ base time.Time }
+
+func (c monoClock) now() int64 { return c.base.UnixNano() + int64(time.Since(c.base)) }
 
 // History appends records to a JSONL file. Safe for concurrent use.
 type History struct {

@@ -2,13 +2,16 @@
 // (examples/scheduler) under a seeded nemesis — SIGKILL, SIGSTOP, and, as
 // root with ip and iptables, network partitions and loss inside network
 // namespaces of its own — records what every agent and replica said and
-// did in a JSONL history, and checks it: at most one leader per epoch,
-// epochs and terms never going back, one vote per term, no stale or
+// did, and every request a client made of an agent with its call and
+// return times, in a JSONL history, and checks it: at most one leader per
+// epoch, epochs and terms never going back, one vote per term, no stale or
 // duplicate job ever accepted, a leader again within a bound after every
-// heal.
+// heal, leader reads and the fence table linearizable (porcupine), and no
+// two agents' leases overlapping.
 //
 //	go run ./chaos -seed 1 -rounds 200          # a long run
 //	go run ./chaos -seed 1 -rounds 20 -control  # fencing off: must find violations
+//	go run ./chaos -rounds 4 -planted           # a too-long lease: must find overlaps
 //
 // It exits 0 when the run is clean (a control run: when it found the bug),
 // 1 when it is not, 2 on a harness error. docs/chaos.md has the details.
@@ -43,6 +46,7 @@ func chaosMain(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&opt.Rounds, "rounds", 20, "nemesis rounds")
 	fs.IntVar(&opt.Nodes, "nodes", 3, "agents (3 to 5)")
 	fs.BoolVar(&opt.Control, "control", false, "control run: schedulers without the fencing check and the UNIQUE key; the checker must find violations")
+	fs.BoolVar(&opt.Planted, "planted", false, "planted-bug run: build the agent with -tags conclave_unsafe (majority's LeaseTooLong); the checker must find overlapping leases")
 	fs.StringVar(&opt.Netns, "netns", "auto", "network faults in namespaces: auto (when root with ip and iptables) or off")
 	fs.DurationVar(&opt.Freeze, "freeze", 30*time.Second, "one round freezes the leader's scheduler and agent this long (0: none)")
 	schedule := fs.String("schedule", "", "comma-separated fault kinds to run in order instead of drawing them")
@@ -94,6 +98,14 @@ func chaosMain(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	clean := len(res.Report.Violations) == 0
+	if opt.Planted {
+		if res.Report.Ops.LeaseOverlaps == 0 {
+			fmt.Fprintln(stdout, "PLANTED BUG MISSED: the agent's lease was too long, yet no two leases overlapped — the lease check cannot see the bug")
+			return 1
+		}
+		fmt.Fprintln(stdout, "planted run: the checker sees the too-long lease (as it must)")
+		return 0
+	}
 	if opt.Control {
 		if clean {
 			fmt.Fprintln(stdout, "CONTROL FAILED: fencing off, yet no stale or duplicate job was seen — the test cannot see the bug")

@@ -21,6 +21,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -42,6 +43,42 @@ var ErrNotLeader = errors.New("not the leader")
 // ErrWatchEnded is wrapped by Watcher.Next when the agent ends the stream
 // (the watcher lagged, or the agent is stopping). Watch again to resume.
 var ErrWatchEnded = errors.New("watch ended by the agent")
+
+// ErrNotSocket is wrapped by a request's error when the socket path names
+// something that is not a socket — a directory, a regular file — so that
+// nothing could ever answer there, whether or not an agent runs.
+var ErrNotSocket = errors.New("not a socket")
+
+// notSocketError is ErrNotSocket with what the path is instead.
+type notSocketError struct {
+	path string
+	what string // "a directory", "a regular file", …
+	err  error  // the dial's own error
+}
+
+func (e *notSocketError) Error() string {
+	return fmt.Sprintf("%s is %s, not a socket", e.path, e.what)
+}
+
+func (e *notSocketError) Unwrap() []error { return []error{ErrNotSocket, e.err} }
+
+// dialError explains a failed dial of path: when path exists but is not a
+// socket, the refusal is no sign of a stopped agent, and the error says
+// what the path is instead.
+func dialError(path string, err error) error {
+	fi, serr := os.Stat(path)
+	if serr != nil || fi.Mode()&os.ModeSocket != 0 {
+		return err
+	}
+	what := "not a socket file (mode " + fi.Mode().String() + ")"
+	switch {
+	case fi.IsDir():
+		what = "a directory"
+	case fi.Mode().IsRegular():
+		what = "a regular file"
+	}
+	return &notSocketError{path: path, what: what, err: err}
+}
 
 // Error is a non-2xx answer from the agent.
 type Error struct {
@@ -89,7 +126,11 @@ func (c *Client) init() {
 		c.hc = &http.Client{Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 				var d net.Dialer
-				return d.DialContext(ctx, "unix", socket)
+				conn, err := d.DialContext(ctx, "unix", socket)
+				if err != nil {
+					return nil, dialError(socket, err)
+				}
+				return conn, nil
 			},
 			MaxIdleConns:          4,
 			IdleConnTimeout:       30 * time.Second,

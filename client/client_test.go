@@ -308,3 +308,26 @@ func TestWatchCancel(t *testing.T) {
 		t.Errorf("Next after cancel: %v", err)
 	}
 }
+
+// A socket path that names a directory or a regular file is reported as
+// such (ErrNotSocket), not as an agent that does not answer.
+func TestNotASocket(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{dir: "is a directory, not a socket", file: "is a regular file, not a socket"} {
+		c := client.New(path)
+		_, err := c.Status(context.Background())
+		c.Close()
+		if !errors.Is(err, client.ErrNotSocket) || !strings.Contains(err.Error(), path+" "+want) {
+			t.Errorf("socket %s: %v; want ErrNotSocket saying %q", path, err, want)
+		}
+	}
+	c := client.New(filepath.Join(dir, "missing.sock"))
+	defer c.Close()
+	if _, err := c.Status(context.Background()); errors.Is(err, client.ErrNotSocket) || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing socket: %v; want not-exist, not ErrNotSocket", err)
+	}
+}

@@ -641,3 +641,69 @@ func TestExampleProfilesAreValid(t *testing.T) {
 		}
 	}
 }
+
+// TestBadFlagValueBlamesTheFlag: a value a flag gave is reported against
+// the flag, not against the file (which may set the key to something
+// valid, on some line), and a list flag says it is comma-separated.
+func TestBadFlagValueBlamesTheFlag(t *testing.T) {
+	p := writeFile(t, minimal+"protocol = \"majority\"\n")
+	badLog := writeFile(t, minimal+"[log]\nformat = \"yaml\"\n")
+	for _, tt := range []struct {
+		file    string
+		args    []string
+		want    []string
+		notWant []string
+	}{
+		{p, []string{"-election.protocol=raft"},
+			[]string{`invalid flag -election.protocol=raft: "raft" is not one of`},
+			[]string{p, "line", "[0]"}},
+		{p, []string{"-election.voters=n1 n2 n3"},
+			[]string{`invalid flag -election.voters="n1 n2 n3"`, "comma-separated", "-election.voters=n1,n2,n3"},
+			[]string{p, "voters[0]"}},
+		{p, []string{"-election.voters=n1,n1"},
+			[]string{`flag -election.voters=n1,n1: "n1" is listed twice`, "comma-separated"},
+			[]string{p, "voters[1]"}},
+		// A problem of the file's stays the file's, next to the flag's.
+		{badLog, []string{"-election.protocol=raft", "-node.name=n1"},
+			[]string{"flag -election.protocol=raft", badLog + ": 2 invalid settings", "log.format (line"},
+			nil},
+	} {
+		fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+		fl := RegisterFlags(fs)
+		if err := fs.Parse(tt.args); err != nil {
+			t.Fatal(err)
+		}
+		_, err := fl.Load(tt.file)
+		if err == nil {
+			t.Errorf("%q: no error", tt.args)
+			continue
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%q: error does not say %q:\n%v", tt.args, w, err)
+			}
+		}
+		for _, w := range tt.notWant {
+			if strings.Contains(err.Error(), w) {
+				t.Errorf("%q: error says %q, which is not to blame:\n%v", tt.args, w, err)
+			}
+		}
+	}
+}
+
+// TestListKeyHintWithoutIndex: a list key the file does not set is
+// pointed at as a list, not as an item ("voters[0] = …" exists nowhere).
+func TestListKeyHintWithoutIndex(t *testing.T) {
+	c := Default()
+	c.Election.Voters = []string{"a b"}
+	err := c.Validate()
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("Validate: %v", err)
+	}
+	locate(ve, "f.toml", "[node]\nname = \"n1\"\n", nil)
+	got := ve.Error()
+	if strings.Contains(got, "voters[0] =") || strings.Contains(got, "-election.voters[0]") || !strings.Contains(got, "comma-separated") {
+		t.Errorf("hint for an unset list key: %s", got)
+	}
+}

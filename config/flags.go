@@ -3,8 +3,10 @@ package config
 import (
 	"flag"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // Flags holds command-line overrides. Every configuration key has a flag
@@ -17,7 +19,27 @@ import (
 // replays only the flags that were given, after the file, which is what
 // makes the order defaults → file → flags hold.
 type Flags struct {
-	applied []func(*Config) // in command-line order
+	applied []func(*Config)   // in command-line order
+	given   map[string]string // key → the value last given, as typed
+	lists   map[string]bool   // the keys whose flag takes a list
+}
+
+// flagFor returns the flag that set key, as typed ("-election.protocol=raft"),
+// and whether one did. A list item's key ("election.voters[1]") is the
+// list's.
+func (f *Flags) flagFor(key string) (string, bool) {
+	if f == nil {
+		return "", false
+	}
+	base, _, _ := strings.Cut(key, "[")
+	v, ok := f.given[base]
+	if !ok {
+		return "", false
+	}
+	if strings.ContainsFunc(v, unicode.IsSpace) || v == "" {
+		v = strconv.Quote(v) // as a shell would need it
+	}
+	return "-" + base + "=" + v, true
 }
 
 // RegisterFlags defines one flag per configuration key on fs and returns
@@ -25,11 +47,12 @@ type Flags struct {
 // Bad values (an unparsable duration) are reported by fs.Parse, naming the
 // flag.
 func RegisterFlags(fs *flag.FlagSet) *Flags {
-	f := &Flags{}
+	f := &Flags{given: map[string]string{}, lists: map[string]bool{}}
 	str := func(key, usage string, field func(*Config) *string) {
 		register(fs, f, key, usage, func(s string) (string, error) { return s, nil }, field)
 	}
 	list := func(key, usage string, field func(*Config) *[]string) {
+		f.lists[key] = true
 		register(fs, f, key, usage, parseList, field)
 	}
 	dur := func(key, usage string, field func(*Config) *Duration) {
@@ -95,6 +118,13 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	return f
 }
 
+// Load is the package's Load with these flags as the last layer. A
+// problem with a value a flag gave is reported against the flag, not the
+// file.
+func (f *Flags) Load(path string) (Config, error) {
+	return load(path, f, f.Apply)
+}
+
 // Apply writes the flags given on the command line into c, in command-line
 // order (a repeated flag: the last one wins). Flags not given leave c as it
 // is.
@@ -119,6 +149,7 @@ func parseList(s string) ([]string, error) {
 // value.
 type fieldFlag struct {
 	flags  *Flags
+	key    string
 	def    string
 	isBool bool
 	parse  func(string) (func(*Config), error)
@@ -139,6 +170,7 @@ func (v *fieldFlag) Set(s string) error {
 		return err
 	}
 	v.flags.applied = append(v.flags.applied, apply)
+	v.flags.given[v.key] = s
 	return nil
 }
 
@@ -147,7 +179,7 @@ func (v *fieldFlag) IsBoolFlag() bool { return v.isBool }
 
 func register[T any](fs *flag.FlagSet, f *Flags, key, usage string, parse func(string) (T, error), field func(*Config) *T) {
 	d := Default()
-	v := &fieldFlag{flags: f, def: formatDefault(*field(&d))}
+	v := &fieldFlag{flags: f, key: key, def: formatDefault(*field(&d))}
 	_, v.isBool = any(*field(&d)).(bool)
 	v.parse = func(s string) (func(*Config), error) {
 		x, err := parse(s)
@@ -159,10 +191,36 @@ func register[T any](fs *flag.FlagSet, f *Flags, key, usage string, parse func(s
 	fs.Var(v, key, usage)
 }
 
+// formatMeta writes a map as its flag takes it: key=value,… in key order.
+func formatMeta(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for i, k := range keys {
+		keys[i] = k + "=" + m[k]
+	}
+	return strings.Join(keys, ",")
+}
+
+// listHint says how a list flag is written, from value as given: items
+// separated by commas. Spaces alone do not separate them, and that is the
+// likely mistake when an item is refused.
+func listHint(key, value string) string {
+	items := strings.FieldsFunc(value, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
+	if strings.ContainsFunc(strings.TrimSpace(value), unicode.IsSpace) {
+		return fmt.Sprintf("-%s takes a comma-separated list; separate the items with commas, not spaces: -%s=%s", key, key, strings.Join(items, ","))
+	}
+	return fmt.Sprintf("-%s takes a comma-separated list", key)
+}
+
 func formatDefault(x any) string {
 	switch x := x.(type) {
 	case []string:
 		return strings.Join(x, ",")
+	case map[string]string:
+		return formatMeta(x)
 	case fmt.Stringer:
 		return x.String()
 	default:

@@ -191,15 +191,31 @@ func rewrite(key, leaf, value string, kind keyKind) string {
 }
 
 // locate marks each problem of a validation error with where the value came
-// from: the line of file name that sets it, or, for a key the file does not
-// set, where to set it.
-func locate(ve *ValidationError, name, data string) {
+// from: the flag that gave it (flags come last, so theirs is the value in
+// force), else the line of file name that sets it, or, for a key the file
+// does not set, where to set it. name is "" when no file was read.
+func locate(ve *ValidationError, name, data string, flags *Flags) {
 	for _, p := range ve.Problems {
-		if n := lineOf(data, p.Key); n > 0 {
+		base, _, _ := strings.Cut(p.Key, "[") // a list item's key is the list's
+		if flag, ok := flags.flagFor(p.Key); ok {
+			p.Flag = flag
+			if flags.lists[base] {
+				p.Hint = listHint(base, flags.given[base])
+			}
+			continue
+		}
+		if name == "" {
+			continue
+		}
+		if n := lineOf(data, base); n > 0 {
 			p.Where = fmt.Sprintf("line %d", n)
 			continue
 		}
-		table, leaf, _ := strings.Cut(p.Key, ".")
-		p.Hint = fmt.Sprintf("%s does not set it: add %s = … under [%s], or pass -%s=…", name, leaf, table, p.Key)
+		table, leaf, _ := strings.Cut(base, ".")
+		if keyKinds[base] == kindList {
+			p.Hint = fmt.Sprintf("%s does not set it: add %s = [\"…\", \"…\"] under [%s], or pass -%s=…,… (comma-separated)", name, leaf, table, base)
+			continue
+		}
+		p.Hint = fmt.Sprintf("%s does not set it: add %s = … under [%s], or pass -%s=…", name, leaf, table, base)
 	}
 }

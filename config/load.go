@@ -62,6 +62,12 @@ func quoteAll(ss []string) string {
 // when unset). It returns the result of Validate on the final Config; on a
 // validation error the Config is returned too, for diagnostics.
 func Load(path string, overrides ...func(*Config)) (Config, error) {
+	return load(path, nil, overrides...)
+}
+
+// load is Load; flags, when not nil, are the command-line flags among the
+// overrides, which a problem with a value they gave is blamed on.
+func load(path string, flags *Flags, overrides ...func(*Config)) (Config, error) {
 	c := Default()
 	var data string
 	if path != "" {
@@ -75,11 +81,14 @@ func Load(path string, overrides ...func(*Config)) (Config, error) {
 	}
 	c.derive()
 	if err := c.Validate(); err != nil {
-		if path != "" {
-			var ve *ValidationError
-			if errors.As(err, &ve) {
-				locate(ve, path, data)
+		var ve *ValidationError
+		if errors.As(err, &ve) {
+			locate(ve, path, data, flags)
+			if ve.onlyFlags() {
+				return c, err // the file is not to blame: do not name it
 			}
+		}
+		if path != "" {
 			return c, fmt.Errorf("config %s: %w", path, err)
 		}
 		return c, fmt.Errorf("config: %w", err)

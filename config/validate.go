@@ -33,11 +33,22 @@ type FieldError struct {
 	// ("line 12"), when Load found one.
 	Where string
 	// Hint says where to set a key the file does not set, when Load read
-	// a file.
+	// a file, or how to write the flag that set it.
 	Hint string
+	// Flag is the command-line flag that gave the value, as typed
+	// ("-election.protocol=raft"), when one did: then the problem is the
+	// flag's, whatever the file says.
+	Flag string
 }
 
 func (e *FieldError) Error() string {
+	if e.Flag != "" {
+		s := "flag " + e.Flag + ": " + e.Problem
+		if e.Hint != "" {
+			s += " (" + e.Hint + ")"
+		}
+		return s
+	}
 	s := e.Key
 	if e.Where != "" {
 		s += " (" + e.Where + ")"
@@ -56,10 +67,17 @@ type ValidationError struct {
 
 func (e *ValidationError) Error() string {
 	if len(e.Problems) == 1 {
+		if e.Problems[0].Flag != "" {
+			return "invalid " + e.Problems[0].Error() // "invalid flag -x=y: …"
+		}
 		return "invalid setting " + e.Problems[0].Error()
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d invalid settings:", len(e.Problems))
+	if e.onlyFlags() {
+		fmt.Fprintf(&b, "%d invalid flags:", len(e.Problems))
+	} else {
+		fmt.Fprintf(&b, "%d invalid settings:", len(e.Problems))
+	}
 	for _, p := range e.Problems {
 		b.WriteString("\n  ")
 		b.WriteString(p.Error())
@@ -74,6 +92,16 @@ func (e *ValidationError) Unwrap() []error {
 		out[i] = p
 	}
 	return out
+}
+
+// onlyFlags reports whether every problem is a flag's.
+func (e *ValidationError) onlyFlags() bool {
+	for _, p := range e.Problems {
+		if p.Flag == "" {
+			return false
+		}
+	}
+	return true
 }
 
 // Keys returns the keys of every problem, in order.

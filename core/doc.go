@@ -13,8 +13,10 @@
 // request, the passing of time — and returns one Ready: the state to
 // persist, the messages to send, the transport peers to add or remove, the
 // announcements to gossip, the status to publish and the answers to
-// pending requests. The agent carries a Ready out in that order and calls
-// Advance.
+// pending requests. The driver contract — the order, what a failed
+// persist means, that only Advance acknowledges — is written once, on type
+// Ready; Drain carries it out through a Shell, for the agent and the
+// simulator alike.
 //
 // Like protocols/ and phi/, the package must never start a goroutine, do
 // I/O, read a clock or draw from global randomness: time is an input and

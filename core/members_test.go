@@ -68,6 +68,7 @@ func (tn *testNode) drain() {
 	for tn.HasReady() {
 		rd := tn.Ready()
 		tn.announced += len(rd.Announcements)
+	peers:
 		for _, p := range rd.Peers {
 			if p.Remove {
 				delete(tn.peers, p.ID)
@@ -77,7 +78,7 @@ func (tn *testNode) drain() {
 				for id, pid := range tn.peers {
 					if pid == p.PeerID && id != p.ID {
 						// The transport refuses a peer id another id holds.
-						return
+						continue peers
 					}
 				}
 				tn.peers[p.ID] = p.PeerID

@@ -125,10 +125,27 @@ var (
 	ErrLostLeadership     = errors.New("lost leadership while confirming it")
 )
 
-// Ready is what the shell must carry out, in this order: persist
-// HardState and ObservedEpoch (fsync) before anything else, send Messages,
-// apply Peers, gossip Announcements, publish Status, settle Confirmations;
-// then call Advance.
+// Ready is one batch of work for the shell. This is the driver contract,
+// written once; docs/design.md §3, the agent and the simulator point here,
+// and both carry it out through Drain:
+//
+//  1. Persist HardState, then ObservedEpoch, durably (fsync), before
+//     anything below: a message may rest on a vote or a term, a published
+//     status on an epoch. If persisting fails, carry out nothing else and
+//     do not call Advance: the batch stays pending in the core, and the
+//     shell stops (the agent exits; its state on disk is the last good one).
+//  2. Send Messages.
+//  3. Apply Peers: add, re-address or remove transport peers.
+//  4. Gossip Announcements.
+//  5. Publish Digest and DigestExt in this agent's gossip metadata.
+//  6. Publish Status to local watchers (and run hooks).
+//  7. Settle Confirmations: answer the consistent reads they name.
+//  8. Call Advance(rd). Only Advance acknowledges: the core drops what rd
+//     carried then, and not before, so a batch the shell could not carry
+//     out is never lost.
+//
+// Ready must not be called again before Advance: it panics, since a second
+// batch would repeat the first's messages or reorder them.
 type Ready struct {
 	HardState *protocols.HardState
 	// ObservedEpoch, when not zero, is a higher epoch this agent is about
@@ -151,8 +168,9 @@ type Ready struct {
 	Digest, DigestExt string
 	Confirmations     []Confirmation
 
-	proto    protocols.Ready
-	hasProto bool
+	proto     protocols.Ready
+	hasProto  bool
+	digestOut bool // Digest is handed out (it may be empty)
 }
 
 // Stats are the core's counters, for metrics.
@@ -214,7 +232,10 @@ type Node struct {
 	// probe is the probe scope last handed to the shell (core/probe.go).
 	probe probeScope
 
-	// Pending output, handed out by Ready.
+	// readyOut: a Ready was handed out and not yet advanced.
+	readyOut bool
+
+	// Pending output, handed out by Ready and dropped by Advance.
 	peers    []PeerChange
 	announce []observe.Announcement
 	pending  *api.Status
@@ -311,38 +332,67 @@ func (n *Node) HasReady() bool {
 		!n.vt.published || n.obs.persist != 0
 }
 
-// Ready hands out everything pending. The caller must carry it out and
-// call Advance before the next Ready.
+// Ready hands out everything pending, without consuming it: Advance does
+// (the contract on type Ready). It panics when the previous Ready was not
+// advanced.
 func (n *Node) Ready() Ready {
+	if n.readyOut {
+		panic("core: Ready called again before Advance (the driver contract on core.Ready)")
+	}
+	n.readyOut = true
 	var rd Ready
 	if n.proto.HasReady() {
 		rd.proto, rd.hasProto = n.proto.Ready(), true
 		rd.HardState = rd.proto.HardState
 		rd.Messages = make([]protocols.Message, 0, len(rd.proto.Messages))
 		for _, m := range rd.proto.Messages {
-			if !n.fastPath(m) {
-				continue
+			if n.fastPath(m) {
+				rd.Messages = append(rd.Messages, m)
 			}
-			n.stats.Sent[m.Kind]++
-			rd.Messages = append(rd.Messages, m)
 		}
 	}
-	rd.ObservedEpoch, n.obs.persist = n.obs.persist, 0
-	rd.Peers, n.peers = n.peers, nil
-	rd.Announcements, n.announce = n.announce, nil
-	rd.Status, n.pending = n.pending, nil
-	rd.Confirmations, n.settled = n.settled, nil
+	rd.ObservedEpoch = n.obs.persist
+	rd.Peers = n.peers
+	rd.Announcements = n.announce
+	rd.Status = n.pending
+	rd.Confirmations = n.settled
 	if !n.vt.published {
-		rd.Digest, rd.DigestExt, n.vt.published = n.vt.digest, n.vt.digestExt, true
+		rd.Digest, rd.DigestExt, rd.digestOut = n.vt.digest, n.vt.digestExt, true
 	}
 	return rd
 }
 
-// Advance tells the core that rd was carried out.
+// Advance tells the core that rd, the last Ready, was carried out: what it
+// carried is dropped and counted now. Anything that became pending after
+// that Ready stays for the next one.
 func (n *Node) Advance(rd Ready) {
+	n.readyOut = false
 	if rd.hasProto {
 		n.proto.Advance(rd.proto)
 	}
+	for _, m := range rd.Messages {
+		n.stats.Sent[m.Kind]++
+	}
+	if n.obs.persist == rd.ObservedEpoch {
+		n.obs.persist = 0
+	}
+	n.peers = dropFront(n.peers, len(rd.Peers))
+	n.announce = dropFront(n.announce, len(rd.Announcements))
+	if n.pending == rd.Status {
+		n.pending = nil
+	}
+	n.settled = dropFront(n.settled, len(rd.Confirmations))
+	if rd.digestOut && rd.Digest == n.vt.digest && rd.DigestExt == n.vt.digestExt {
+		n.vt.published = true
+	}
+}
+
+// dropFront removes the first k items of s (those a Ready handed out).
+func dropFront[T any](s []T, k int) []T {
+	if k >= len(s) {
+		return nil
+	}
+	return append([]T(nil), s[k:]...)
 }
 
 // NextWake is the latest time the shell may sleep until before it must

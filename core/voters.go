@@ -14,12 +14,12 @@ import (
 	"github.com/conclave-agent/conclave/protocols"
 )
 
-// Voter changes at runtime and the settings digest (issue 14,
-// docs/voters.md). The protocol (protocols/majority) decides whether a
-// change is safe; the core decides what the agent may propose, who gets
-// the leader's heartbeats while a change is under way, and how members
-// whose settings or voter lists disagree are treated. The agent does the
-// I/O: the socket, forwarding to the leader, publishing the digest.
+// Voter changes at runtime and the settings digest (docs/voters.md). The
+// protocol (protocols/majority) decides whether a change is safe; the
+// core decides what the agent may propose, who gets the leader's
+// heartbeats while a change is under way, and how members whose settings
+// or voter lists disagree are treated. The agent does the I/O: the socket,
+// forwarding to the leader, publishing the digest.
 
 // Errors of voter queries and changes. The agent turns them into socket
 // answers; each says what to do.
@@ -567,7 +567,7 @@ func digestHas(voters, name string) bool {
 // showed another bootstrap list or a formed cluster: the protocol's
 // bootstrap lets a candidate win once every member gossip still reports
 // alive answered, so a member that disagreed would, once down, let this
-// node form a second cluster with its own list (issue 14: n1 with ["n1"]
+// node form a second cluster with its own list (n1 with ["n1"]
 // partitioned from n2 and n3). Held back, it keeps the bootstrap waiting;
 // the protocol hears of it when this node adopts a formed configuration
 // (releaseHeldDown).

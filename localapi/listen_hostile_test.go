@@ -39,7 +39,7 @@ func TestListenLongestValidPath(t *testing.T) {
 }
 
 // An unwritable socket directory is reported with the socket's path, not
-// the temporary directory's (issue 19).
+// the temporary directory's, which told the operator nothing.
 func TestListenUnwritableDirNamesTheSocket(t *testing.T) {
 	dir := filepath.Join(shortTempDir(t), "ro")
 	if err := os.Mkdir(dir, 0o500); err != nil {

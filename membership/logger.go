@@ -22,7 +22,15 @@ type zapWriter struct {
 	// it failed. Memberlist has no callback for that; this log line is the
 	// only way it reports it.
 	onSuspect func(name string)
+	// closing, when not nil and set, says that this node is shutting
+	// down: memberlist's probes and acks still in flight then fail on the
+	// sockets its Shutdown closed ("use of closed network connection"),
+	// which is the expected end of a clean stop, not a fault.
+	closing *atomic.Bool
 }
+
+// closedConn is the text of net.ErrClosed.
+var closedConn = []byte("use of closed network connection")
 
 var levelPrefixes = []struct {
 	prefix []byte
@@ -83,6 +91,9 @@ func (w *zapWriter) Write(p []byte) (int, error) {
 		}
 	}
 	line = bytes.TrimPrefix(line, []byte("memberlist: "))
+	if level >= zapcore.WarnLevel && w.closing != nil && w.closing.Load() && bytes.Contains(line, closedConn) {
+		level = zapcore.DebugLevel
+	}
 	if w.onSuspect != nil {
 		if m := suspectLine.FindSubmatch(line); m != nil {
 			w.onSuspect(string(m[1]))

@@ -3,6 +3,7 @@ package membership
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"go.uber.org/zap"
+
+	"github.com/conclave-agent/conclave/internal/errtext"
 )
 
 // Cluster is what the agent needs from membership. *Membership and *MemNode
@@ -26,7 +29,8 @@ type Cluster interface {
 	// with its tracked state, sorted by name.
 	Members() []Member
 	// Leave tells the cluster this node is leaving, waiting at most timeout
-	// for the news to reach a peer.
+	// for the news to reach a peer; 0 waits as long as gossip needs to
+	// deliver it (LeaveTime).
 	Leave(timeout time.Duration) error
 	// Shutdown stops taking part in the cluster. Without a Leave first,
 	// peers will declare this node dead.
@@ -82,6 +86,12 @@ type Membership struct {
 	// Shutdown). It is never taken by callbacks, which Leave triggers.
 	lifeMu   sync.Mutex
 	shutdown bool
+	// closing is set as Shutdown begins: memberlist's goroutines then hit
+	// sockets it has closed, which zapWriter logs at debug level.
+	closing atomic.Bool
+	// gossipInterval and retransmitMult are memberlist's, for LeaveTime.
+	gossipInterval time.Duration
+	retransmitMult int
 
 	stopJoin chan struct{}
 	joinDone sync.WaitGroup
@@ -155,10 +165,11 @@ func Start(cfg Config) (*Membership, error) {
 	mc.Ping = d
 	mc.Conflict = d
 	mc.LogOutput = nil
-	mc.Logger = newStdLogger(&zapWriter{log: lg.Named("memberlist"), onSuspect: m.suspected})
+	mc.Logger = newStdLogger(&zapWriter{log: lg.Named("memberlist"), onSuspect: m.suspected, closing: &m.closing})
 	if cfg.tune != nil {
 		cfg.tune(mc)
 	}
+	m.gossipInterval, m.retransmitMult = mc.GossipInterval, mc.RetransmitMult
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		m.events.close()
@@ -328,7 +339,9 @@ func (m *Membership) joinEach(addrs []string) (int, []string, error) {
 		}
 		still = append(still, addr)
 		if errs[i] != nil {
-			lastErr = errs[i]
+			// memberlist's Join returns a go-multierror, whose text is a
+			// multi-line list: the log line gets one sentence.
+			lastErr = errtext.OneLine(errs[i])
 		}
 	}
 	return reached, still, lastErr
@@ -419,16 +432,34 @@ func (m *Membership) Leave(timeout time.Duration) error {
 	if m.shutdown {
 		return ErrShutdown
 	}
+	if timeout <= 0 {
+		timeout = m.LeaveTime()
+	}
 	deadline := time.Now().Add(timeout)
 	if !m.leaving.Swap(true) {
-		if err := m.ml.UpdateNode(timeout); err != nil {
+		if err := m.ml.UpdateNode(timeout); err != nil && m.ml.NumMembers() > 1 {
 			m.log.Warn("could not announce leaving; peers may report this node dead", zap.Error(err))
 		}
 	}
-	if err := m.ml.Leave(max(time.Until(deadline), time.Millisecond)); err != nil {
+	if err := m.ml.Leave(max(time.Until(deadline), time.Millisecond)); err != nil && m.ml.NumMembers() > 1 {
+		// A broadcast waits for a live peer to gossip to; when the last
+		// ones left while it waited, nobody is left to tell.
 		return fmt.Errorf("membership: leave: %w", err)
 	}
 	return nil
+}
+
+// LeaveTime is how long Leave's two broadcasts take when a single peer is
+// left to hear them, the slowest case: memberlist counts a broadcast as
+// sent (and Leave returns) only once it went out RetransmitMult ×
+// ⌈log10(n+1)⌉ times, and with one live peer that is one message per
+// GossipInterval. A fixed second was too short for that case: with the
+// LAN profile (200 ms, 4 ×) the second-to-last agent of three stopping
+// timed out, and logged it, on every clean shutdown.
+func (m *Membership) LeaveTime() time.Duration {
+	n := max(m.ml.NumMembers(), len(m.Members())) // memberlist counts dead and left nodes too
+	limit := m.retransmitMult * int(math.Ceil(math.Log10(float64(n+1))))
+	return 2 * time.Duration(limit+2) * m.gossipInterval // +2: the rounds in progress
 }
 
 // Shutdown stops the join loop and memberlist and closes the Events
@@ -441,6 +472,7 @@ func (m *Membership) Shutdown() error {
 		return nil
 	}
 	m.shutdown = true
+	m.closing.Store(true)
 	close(m.stopJoin)
 	err := m.ml.Shutdown()
 	m.joinDone.Wait()

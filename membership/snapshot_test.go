@@ -132,7 +132,7 @@ func FuzzDecodeSnapshot(f *testing.F) {
 	})
 }
 
-// TestRestartRejoinsFromSnapshot is the field failure of issue 12 at the
+// TestRestartRejoinsFromSnapshot is the first multi-host field failure at the
 // membership level: the seed (no join list) is killed and restarted on its
 // address before anyone notices, so nobody pushes state to it and it has
 // nobody to join. Push-pull and probes are slowed to a minute so that only

@@ -66,6 +66,11 @@ type coreNode struct {
 	// observed is the durable observed epoch (Ready.ObservedEpoch), kept
 	// across crashes like the HardState and handed back at every start.
 	observed uint64
+	// digest and digestExt are the settings digest the node publishes in
+	// its gossip metadata (Ready.Digest); metaGen counts its changes, each
+	// of which memberlist gossips as an update of the member.
+	digest, digestExt string
+	metaGen           uint32
 }
 
 func (c *coreNode) peerID(idx int) string {
@@ -208,70 +213,105 @@ func (r *run) startCore(n *node) error {
 	return nil
 }
 
-// drainCore carries out n's Ready batches in the agent's order (persist,
-// send, peers, gossip; status and confirmations have no reader here), then
-// arms n's next tick at the core's NextWake.
+// drainCore carries out n's Ready batches through core.Drain, as the
+// agent does (the driver contract on core.Ready), with coreShell as the
+// shell, then arms n's next tick at the core's NextWake.
 func (r *run) drainCore(n *node) {
-	c := n.cn.c
-	for i := 0; c != nil && c.HasReady(); i++ {
-		if i > 1000 {
-			r.violate(InvDriver, "n%d: core HasReady still true after 1000 Ready/Advance rounds", n.idx+1)
+	if c := n.cn.c; c != nil {
+		if err := core.Drain(c, coreShell{r, n}); err != nil {
+			r.violate(InvDriver, "n%d: %v", n.idx+1, err)
 			return
 		}
-		rd := c.Ready()
-		if rd.HardState != nil {
-			n.hs = *rd.HardState
-			r.persistedConfig(n)
-			r.lastPersist = n.idx
-			if r.armed >= 0 && r.crashNext < 0 && r.sched.Actions[r.armed].Target == TargetNextPersist {
-				r.crashNext = n.idx
-			}
-			r.rec(traceRec{kind: recPersist, node: int32(n.idx), a: n.hs.Term, b: uint64(n.hs.Vote), c: n.hs.Epoch})
-			r.healthPersisted(n)
-		}
-		if rd.ObservedEpoch != 0 {
-			// Durable at once, as the HardState: a crash takes back only
-			// what was never handed to the shell.
-			n.cn.observed = rd.ObservedEpoch
-		}
-		for _, m := range rd.Messages {
-			if !r.hasPeer(n, m) {
-				continue
-			}
-			r.send(n, m)
-			r.handoverSent(n, m)
-			if m.Kind == protocols.MsgVoteResp && !m.Reject {
-				r.voted(n, m)
-				if r.armed >= 0 && r.crashNext < 0 && r.sched.Actions[r.armed].Target == TargetNextVoteGrant {
-					r.crashNext = n.idx
-				}
-			}
-		}
-		for _, p := range rd.Peers {
-			if p.Remove {
-				delete(n.cn.peers, p.ID)
-			} else {
-				n.cn.peers[p.ID] = p.PeerID
-			}
-			r.rec(traceRec{kind: recInput, node: int32(n.idx), a: inputPeer, b: uint64(p.ID), c: boolBit(p.Remove)})
-		}
-		for _, ann := range rd.Announcements {
-			r.gossip(n, ann.Append(nil))
-		}
-		if st := rd.Status; st != nil {
-			// The health check reads the core's status as the protocol's
-			// SoftState: given leadership while ineligible.
-			ss := protocols.SoftState{Epoch: st.Epoch}
-			if st.Role == api.RoleLeader {
-				ss.Role = protocols.Leader
-			}
-			r.healthSoft(n, ss)
-		}
-		c.Advance(rd)
 	}
 	r.healthFire()
 	r.rearm(n)
 }
+
+// coreShell is the simulator as core.Drain's shell for node n: durable
+// state, the network and the membership model.
+type coreShell struct {
+	r *run
+	n *node
+}
+
+// Persist keeps the HardState and the observed epoch at once (a crash
+// takes back only what was never handed to the shell).
+func (s coreShell) Persist(hs *protocols.HardState, observed uint64) error {
+	r, n := s.r, s.n
+	if hs != nil {
+		n.hs = *hs
+		r.persistedConfig(n)
+		r.lastPersist = n.idx
+		if r.armed >= 0 && r.crashNext < 0 && r.sched.Actions[r.armed].Target == TargetNextPersist {
+			r.crashNext = n.idx
+		}
+		r.rec(traceRec{kind: recPersist, node: int32(n.idx), a: n.hs.Term, b: uint64(n.hs.Vote), c: n.hs.Epoch})
+		r.healthPersisted(n)
+	}
+	if observed != 0 {
+		n.cn.observed = observed
+	}
+	return nil
+}
+
+// Send delivers to ids in the sender's peer table only, as the transport.
+func (s coreShell) Send(msgs []protocols.Message) {
+	r, n := s.r, s.n
+	for _, m := range msgs {
+		if !r.hasPeer(n, m) {
+			continue
+		}
+		r.send(n, m)
+		r.handoverSent(n, m)
+		if m.Kind == protocols.MsgVoteResp && !m.Reject {
+			r.voted(n, m)
+			if r.armed >= 0 && r.crashNext < 0 && r.sched.Actions[r.armed].Target == TargetNextVoteGrant {
+				r.crashNext = n.idx
+			}
+		}
+	}
+}
+
+func (s coreShell) ApplyPeers(peers []core.PeerChange) {
+	for _, p := range peers {
+		if p.Remove {
+			delete(s.n.cn.peers, p.ID)
+		} else {
+			s.n.cn.peers[p.ID] = p.PeerID
+		}
+		s.r.rec(traceRec{kind: recInput, node: int32(s.n.idx), a: inputPeer, b: uint64(p.ID), c: boolBit(p.Remove)})
+	}
+}
+
+func (s coreShell) Gossip(anns []observe.Announcement) {
+	for _, ann := range anns {
+		s.r.gossip(s.n, ann.Append(nil))
+	}
+}
+
+// PublishDigest puts the digest in the node's gossip metadata: the
+// membership model carries a change to the others as an update of the
+// member, with the join lag (memberlist's meta update).
+func (s coreShell) PublishDigest(digest, ext string) {
+	cn := s.n.cn
+	if digest != cn.digest || ext != cn.digestExt {
+		cn.digest, cn.digestExt = digest, ext
+		cn.metaGen++
+	}
+}
+
+// Publish hands the health check the core's status as the protocol's
+// SoftState: given leadership while ineligible.
+func (s coreShell) Publish(st api.Status) {
+	ss := protocols.SoftState{Epoch: st.Epoch}
+	if st.Role == api.RoleLeader {
+		ss.Role = protocols.Leader
+	}
+	s.r.healthSoft(s.n, ss)
+}
+
+// Settle has no reader: the simulator starts no consistent reads.
+func (s coreShell) Settle([]core.Confirmation) {}
 
 func boolBit(b bool) uint64 {
 	if b {

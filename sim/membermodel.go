@@ -44,11 +44,13 @@ type memberView struct {
 	state membership.State
 	inc   uint32 // the member's incarnation (node.inc) known
 	peer  string // the member's peer id known
+	meta  uint32 // the member's metadata generation (coreNode.metaGen) known
 	// due is when the pending alive update becomes known (0: none) and
 	// dueInc and duePeer what it says.
 	due     time.Duration
 	dueInc  uint32
 	duePeer string
+	dueMeta uint32
 	// unreachSince is when the member became unreachable (0: it is not),
 	// and deathAfter how long until it is declared dead (or left).
 	unreachSince time.Duration
@@ -86,18 +88,19 @@ func (r *run) scanMember(on *node, m int) {
 	switch {
 	case reach:
 		v.unreachSince = 0
-		if live && v.inc == mn.inc && v.peer == peer {
+		meta := mn.cn.metaGen
+		if live && v.inc == mn.inc && v.peer == peer && v.meta == meta {
 			if v.state == membership.StateSuspect {
 				r.applyMember(on, m, membership.StateAlive) // refuted
 			}
 			return
 		}
-		if v.due == 0 || v.dueInc != mn.inc || v.duePeer != peer {
-			v.due, v.dueInc, v.duePeer = r.now+1+randDur(r.rng, joinLagMax), mn.inc, peer
+		if v.due == 0 || v.dueInc != mn.inc || v.duePeer != peer || v.dueMeta != meta {
+			v.due, v.dueInc, v.duePeer, v.dueMeta = r.now+1+randDur(r.rng, joinLagMax), mn.inc, peer, meta
 			return
 		}
 		if r.now >= v.due {
-			v.due, v.inc, v.peer = 0, v.dueInc, v.duePeer
+			v.due, v.inc, v.peer, v.meta = 0, v.dueInc, v.duePeer, v.dueMeta
 			r.applyMember(on, m, membership.StateAlive)
 		}
 	case live:
@@ -160,7 +163,8 @@ func (r *run) applyMember(on *node, m int, st membership.State) {
 		Name: mem.Name, ID: mem.ID, Voter: mem.Voter, Priority: mem.Priority,
 		Addr:   fmt.Sprintf("10.0.0.%d:7946", m+1),
 		PeerID: v.peer, PeerAddr: fmt.Sprintf("/ip4/10.0.0.%d/tcp/7947", m+1),
-		State: st,
+		State:  st,
+		Digest: r.nodes[m].cn.digest, DigestExt: r.nodes[m].cn.digestExt,
 	}
 	r.rec(traceRec{kind: recInput, node: int32(on.idx), a: inputMember, b: uint64(m), c: uint64(st)})
 	on.cn.c.ApplyMember(r.local(on), ev)

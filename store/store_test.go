@@ -290,7 +290,7 @@ func BenchmarkSave(b *testing.B) {
 	}
 }
 
-// A record above the ceiling (issue 13: term = epoch = 2^64−2, written by a
+// A record above the ceiling (term = epoch = 2^64−2, written by a
 // buggy build or restored from the wrong backup) decodes fine but must be
 // refused at start, naming the file and what to do; Save never writes one.
 func TestStateAboveCeilingRefused(t *testing.T) {

@@ -39,6 +39,13 @@ type Host struct {
 	ctx     context.Context // cancelled by Close; aborts dials
 	cancel  context.CancelFunc
 
+	// stopping is set by Quiesce, when this node begins to shut down.
+	stopping atomic.Bool
+	// removed holds when each peer RemovePeer forgot went (at most
+	// maxRemembered, each for rememberRemoved): a member that left
+	// cleanly may still dial while it shuts down, which is no news.
+	removed map[peer.ID]time.Time
+
 	mu     sync.RWMutex
 	closed bool
 	peers  map[protocols.ID]*peerState
@@ -379,6 +386,7 @@ func (t *Host) RemovePeer(id protocols.ID) {
 	delete(t.peers, id)
 	delete(t.byPeer, ps.pid)
 	delete(t.unprobed, id) // the next SetPeer of id comes with its own choice
+	t.rememberRemoved(ps.pid, time.Now())
 	close(ps.stop)
 	t.h.Peerstore().ClearAddrs(ps.pid)
 	t.mu.Unlock()
@@ -492,10 +500,18 @@ func (t *Host) runSender(ps *peerState) {
 		for range kinds {
 			t.stats.drop(DropSendFailed)
 		}
+		select {
+		case <-ps.stop:
+			// Removed while sending (a member that left): the gater now
+			// refuses the dial, and that is no outage to report.
+			return
+		default:
+		}
 		failures++
-		// One warning per outage; the retries stay at debug level.
+		// One warning per outage; the retries stay at debug level, and
+		// so does everything once this node is stopping (Quiesce).
 		lvl := log.Debug
-		if failures == 1 {
+		if failures == 1 && !t.stopping.Load() {
 			lvl = log.Warn
 		}
 		lvl("cannot send to peer; dropping messages and retrying with backoff",
@@ -575,7 +591,7 @@ func (t *Host) handleStream(s network.Stream) {
 	if !ok {
 		t.mu.Unlock()
 		t.stats.drop(DropUnauthorized)
-		warnLimited(t.log, "refusing election stream: remote peer is not a current member",
+		t.refusedLog(remote)("refusing election stream: remote peer is not a current member",
 			zap.Stringer("peer", remote), zap.Stringer("remote_addr", s.Conn().RemoteMultiaddr()))
 		_ = s.Reset()
 		return
@@ -649,6 +665,13 @@ func (t *Host) handleStream(s network.Stream) {
 	}
 }
 
+// Quiesce tells the host that this node has begun a clean shutdown: a
+// peer it cannot reach from now on is logged at debug level, not as a
+// warning. Peers stopping at the same moment (a whole cluster stopped at
+// once) are expected to be unreachable, and nothing done about it would
+// matter to a node that is leaving; the agent logs how its handover ended.
+func (t *Host) Quiesce() { t.stopping.Store(true) }
+
 // Close implements Transport: it stops senders and readers, closes the
 // libp2p host and then Inbound. It is idempotent.
 func (t *Host) Close() error {
@@ -678,6 +701,40 @@ func (t *Host) Close() error {
 	return t.closeErr
 }
 
+// How long, and how many, removed peers are remembered (refusedLog).
+const (
+	rememberRemoved = time.Minute
+	maxRemembered   = 64
+)
+
+// rememberRemoved records that pid was removed at now. Called with t.mu
+// held.
+func (t *Host) rememberRemoved(pid peer.ID, now time.Time) {
+	if t.removed == nil {
+		t.removed = map[peer.ID]time.Time{}
+	}
+	for p, at := range t.removed {
+		if now.Sub(at) > rememberRemoved || len(t.removed) >= maxRemembered {
+			delete(t.removed, p)
+		}
+	}
+	t.removed[pid] = now
+}
+
+// refusedLog returns how to log a refused peer: at debug level for a
+// member removed within the last minute — one that left cleanly still
+// dials while it stops (its handover, its last heartbeats) — and as a
+// rate-limited warning for anyone else.
+func (t *Host) refusedLog(p peer.ID) func(string, ...zap.Field) {
+	t.mu.RLock()
+	at, ok := t.removed[p]
+	t.mu.RUnlock()
+	if ok && time.Since(at) <= rememberRemoved {
+		return t.log.Debug
+	}
+	return func(msg string, fields ...zap.Field) { warnLimited(t.log, msg, fields...) }
+}
+
 // gater refuses connections from and to peer ids that are not current
 // members. It is defence in depth only: libp2p may report a connection as
 // established to a dialer that this side refused, so handleStream checks
@@ -698,7 +755,7 @@ func (g gater) InterceptSecured(dir network.Direction, p peer.ID, addrs network.
 		return true
 	}
 	g.t.stats.drop(DropUnauthorized)
-	warnLimited(g.t.log, "refusing connection: remote peer is not a current member",
+	g.t.refusedLog(p)("refusing connection: remote peer is not a current member",
 		zap.Stringer("peer", p), zap.Stringer("remote_addr", addrs.RemoteMultiaddr()), zap.Stringer("direction", dir),
 		zap.String("hint", "a member is admitted once gossip introduces it: if this peer is one, this node has not heard of it yet (it restarted without gossip.join or a member snapshot, or gossip cannot reach it)"))
 	return false

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,10 +32,16 @@ type clientFlags struct {
 
 func addClientFlags(fs *flag.FlagSet) *clientFlags {
 	cf := &clientFlags{}
-	fs.StringVar(&cf.socket, "socket", api.DefaultSocketPath(), "agent socket (default: $"+api.EnvSocket+", then "+api.DefaultSocket+")")
+	socketFlag(fs, &cf.socket)
 	fs.BoolVar(&cf.json, "json", false, "print machine-readable JSON")
 	fs.DurationVar(&cf.timeout, "timeout", 10*time.Second, "give up after this long")
 	return cf
+}
+
+// socketFlag defines -socket on fs, into p. The default shown by -h is
+// $CONCLAVE_SOCKET when set, else api.DefaultSocket: the one in force.
+func socketFlag(fs *flag.FlagSet, p *string) {
+	fs.StringVar(p, "socket", api.DefaultSocketPath(), "the `PATH` of the agent's socket ([api] socket); $"+api.EnvSocket+" sets the default")
 }
 
 func (cf *clientFlags) client() *client.Client { return client.New(cf.socket) }
@@ -74,6 +81,13 @@ func explain(cmd, socket string, err error) string {
 		return fmt.Sprintf("%s (the agent answered %d %s)", msg, ae.StatusCode, http.StatusText(ae.StatusCode))
 	case errors.Is(err, fs.ErrPermission):
 		return fmt.Sprintf("may not open the socket %s: permission denied.\n  %s", socket, socketAccess(socket))
+	case errors.Is(err, client.ErrNotSocket):
+		// Nothing could answer there, running agent or not: say what the
+		// path is, not that an agent stopped.
+		if fi, serr := os.Stat(socket); serr == nil && fi.IsDir() {
+			return fmt.Sprintf("%s is a directory, not a socket: point -socket at the agent's socket file, e.g. %s (its [api] socket, default data_dir/agent.sock)", socket, filepath.Join(socket, "agent.sock"))
+		}
+		return fmt.Sprintf("%s is a file but not a socket: point -socket at the agent's socket (its [api] socket, default data_dir/agent.sock)", socket)
 	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Sprintf("no agent socket at %s: is the agent running? Start one with 'agent run -config FILE', "+
 			"or point at its socket with -socket PATH or $%s (its [api] socket, default data_dir/agent.sock)", socket, api.EnvSocket)
@@ -105,14 +119,14 @@ func socketAccess(socket string) string {
 }
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("agent status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("status", stderr)
 	cf := addClientFlags(fs)
 	consistent := fs.Bool("consistent", false, "majority: have the leader confirm its leadership with a quorum first")
-	if code, ok := parseFlags(fs, args); !ok {
+	words, code, ok := parseArgs(fs, args, stdout)
+	if !ok {
 		return code
 	}
-	if !noArgs(fs) {
+	if !expectNoWords(fs, words) {
 		return 2
 	}
 	ctx, cancel := signalContext(ctx, cf.timeout)
@@ -136,13 +150,13 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
 func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("agent members", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("members", stderr)
 	cf := addClientFlags(fs)
-	if code, ok := parseFlags(fs, args); !ok {
+	words, code, ok := parseArgs(fs, args, stdout)
+	if !ok {
 		return code
 	}
-	if !noArgs(fs) {
+	if !expectNoWords(fs, words) {
 		return 2
 	}
 	ctx, cancel := signalContext(ctx, cf.timeout)
@@ -167,15 +181,15 @@ func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) in
 }
 
 func runLeader(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("agent leader", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("leader", stderr)
 	cf := addClientFlags(fs)
 	wait := fs.Duration("wait", 0, "block until a leader is known in an epoch above -index (default: the current epoch), or this long passes")
 	index := fs.Int64("index", -1, "with -wait: the epoch already seen")
-	if code, ok := parseFlags(fs, args); !ok {
+	words, code, ok := parseArgs(fs, args, stdout)
+	if !ok {
 		return code
 	}
-	if !noArgs(fs) {
+	if !expectNoWords(fs, words) {
 		return 2
 	}
 	ctx, cancel := signalContext(ctx, cf.timeout+*wait)
@@ -234,13 +248,13 @@ func waitLeader(ctx context.Context, c *client.Client, index uint64, wait time.D
 }
 
 func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("agent watch", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("watch", stderr)
 	cf := addClientFlags(fs)
-	if code, ok := parseFlags(fs, args); !ok {
+	words, code, ok := parseArgs(fs, args, stdout)
+	if !ok {
 		return code
 	}
-	if !noArgs(fs) {
+	if !expectNoWords(fs, words) {
 		return 2
 	}
 	ctx, cancel := signalContext(ctx, 0)
@@ -274,13 +288,13 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 }
 
 func runResign(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("agent resign", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("resign", stderr)
 	cf := addClientFlags(fs)
-	if code, ok := parseFlags(fs, args); !ok {
+	words, code, ok := parseArgs(fs, args, stdout)
+	if !ok {
 		return code
 	}
-	if !noArgs(fs) {
+	if !expectNoWords(fs, words) {
 		return 2
 	}
 	ctx, cancel := signalContext(ctx, cf.timeout)

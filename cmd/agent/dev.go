@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -58,16 +57,16 @@ type devChange struct {
 }
 
 func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("agent dev", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("dev", stderr)
 	nodes := fs.Int("nodes", 3, "number of agents")
 	protocol := fs.String("protocol", config.ProtocolMajority, "election protocol: majority, bully or ring")
 	dir := fs.String("dir", "", "folder for data and sockets (default: a new temporary folder, removed on exit)")
 	verbose := fs.Bool("v", false, "show the agents' logs")
-	if code, ok := parseFlags(fs, args); !ok {
+	words, code, ok := parseArgs(fs, args, stdout)
+	if !ok {
 		return code
 	}
-	if !noArgs(fs) {
+	if !expectNoWords(fs, words) {
 		return 2
 	}
 	if *nodes < 1 || *nodes > 9 {
@@ -307,7 +306,7 @@ func (dc *devCluster) help() {
 	fmt.Fprintf(dc.out, "conclave dev cluster: %d agents (%s) in %s\n\n", len(dc.names), dc.cfgs[dc.names[0]].Election.Protocol, dc.dir)
 	for _, name := range dc.names {
 		sock := dc.cfgs[name].API.Socket
-		fmt.Fprintf(dc.out, "  %s  agent status -socket %s\n", name, sock)
+		fmt.Fprintf(dc.out, "  %s  %s status -socket %s\n", name, selfName(), sock)
 		fmt.Fprintf(dc.out, "      curl --unix-socket %s http://agent/v1/status\n", sock)
 	}
 	fmt.Fprintln(dc.out, `
@@ -319,6 +318,17 @@ Type a command and Enter (NAME is a node, or "leader" for whichever leads):
   help          show this again
   quit          stop every agent and exit (so does Ctrl-C)
 Leadership changes appear below as each agent reports them.`)
+}
+
+// selfName is how the banner names this program: as it was run ("agent"
+// from the PATH, "bin/agent"), or, under `go run` (a binary in a
+// temporary go-build directory, gone on exit), bin/agent, the binary the
+// README builds for the commands it shows next.
+func selfName() string {
+	if arg := os.Args[0]; arg != "" && !strings.Contains(arg, string(filepath.Separator)+"go-build") && !strings.HasSuffix(arg, ".test") {
+		return arg
+	}
+	return "bin/agent"
 }
 
 // resolve turns a command's argument into a node name: a member's name, or

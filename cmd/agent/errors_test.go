@@ -28,8 +28,8 @@ func TestFlagTypoIsShort(t *testing.T) {
 		}
 	}
 	// -h still lists everything.
-	if code, _, stderr := cli(t, "run", "-h"); code != 0 || !strings.Contains(stderr, "-election.voters") {
-		t.Errorf("agent run -h: exit %d, stderr %q", code, stderr)
+	if code, stdout, _ := cli(t, "run", "-h"); code != 0 || !strings.Contains(stdout, "-election.voters") {
+		t.Errorf("agent run -h: exit %d, stdout %q", code, stdout)
 	}
 }
 
@@ -100,5 +100,17 @@ func TestSocketErrorsSayWhatToDo(t *testing.T) {
 	code, _, stderr = cli(t, "status", "-socket", filepath.Join(dir, "s.sock"))
 	if code != 1 || !strings.Contains(stderr, "nothing answers on the socket") {
 		t.Errorf("stale socket: exit %d, stderr %q", code, stderr)
+	}
+	// A directory or a plain file can never answer: say what it is, not
+	// that an agent stopped.
+	plain := filepath.Join(dir, "plain")
+	if err := os.WriteFile(plain, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{dir: dir + " is a directory, not a socket", plain: plain + " is a file but not a socket"} {
+		code, _, stderr = cli(t, "status", "-socket", path)
+		if code != 1 || !strings.Contains(stderr, want) || strings.Contains(stderr, "stopped") {
+			t.Errorf("-socket %s: exit %d, stderr %q; want %q", path, code, stderr, want)
+		}
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -29,30 +28,31 @@ const (
 	execPollInterval = 100 * time.Millisecond
 	execPollTimeout  = 500 * time.Millisecond
 	execRestartWait  = time.Second
+	// A report of what exec waits for is repeated, unchanged, only this
+	// often; one that changed waits at least execReportGap after the
+	// last of its kind, so a flapping leader cannot flood stderr.
+	execReportRepeat = time.Minute
+	execReportGap    = 2 * time.Second
 )
 
 func runExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("agent exec", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	socket := fs.String("socket", api.DefaultSocketPath(), "agent socket (default: $"+api.EnvSocket+", then "+api.DefaultSocket+")")
+	fs := newFlagSet("exec", stderr)
+	var socket string
+	socketFlag(fs, &socket)
 	grace := fs.Duration("grace", 5*time.Second, "after SIGTERM, wait this long before SIGKILL")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: agent exec [-socket PATH] [-grace D] -- CMD [ARGS…]")
-		fmt.Fprintln(stderr, "Runs CMD only while this node leads, with CONCLAVE_EPOCH and CONCLAVE_LEADER set;")
-		fmt.Fprintln(stderr, "stops it at once (SIGTERM, then SIGKILL after -grace) on loss of leadership or of the agent.")
-		fs.PrintDefaults()
-	}
-	if code, ok := parseFlags(fs, args); !ok {
+	quiet := fs.Bool("quiet", false, "do not report on stderr what exec waits for and does")
+	words, code, ok := parseArgs(fs, args, stdout)
+	if !ok {
 		return code
 	}
-	if fs.NArg() == 0 {
-		fs.Usage()
+	if len(words) == 0 {
+		fmt.Fprintf(stderr, "agent exec: no command to run: give it after the flags, as in: agent exec -- CMD ARGS…\nRun 'agent exec -h' for its flags.\n")
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	r := &execRunner{
-		c: client.New(*socket), argv: fs.Args(), grace: *grace,
+		c: client.New(socket), argv: words, quiet: *quiet, grace: *grace,
 		stdout: stdout, stderr: stderr,
 	}
 	defer r.c.Close()
@@ -86,6 +86,7 @@ type execRunner struct {
 	c      *client.Client
 	argv   []string
 	grace  time.Duration
+	quiet  bool // -quiet: report nothing, only the command's own output
 	stdout io.Writer
 	stderr io.Writer
 
@@ -96,10 +97,69 @@ type execRunner struct {
 	epoch     uint64
 	stopping  bool
 	restartAt time.Time
+	reports   map[string]execReport // the last report of each kind
+}
+
+// execReport is the last report of one kind that exec printed.
+type execReport struct {
+	text string
+	at   time.Time
 }
 
 func (r *execRunner) logf(format string, args ...any) {
+	if r.quiet {
+		return
+	}
 	fmt.Fprintf(r.stderr, "agent exec: "+format+"\n", args...)
+}
+
+// report prints a state exec is in while the command is not running (kind
+// "wait": another node leads; "down": the agent does not answer), rate-
+// limited: the same text again only after execReportRepeat, a new one no
+// sooner than execReportGap after the last of its kind. Reports are made
+// on every answer (ten a second), so one held back is printed at the next
+// answer after the gap.
+func (r *execRunner) report(kind, text string, now time.Time) {
+	last, ok := r.reports[kind]
+	switch {
+	case !ok:
+	case last.text == text && now.Sub(last.at) < execReportRepeat:
+		return
+	case last.text != text && now.Sub(last.at) < execReportGap:
+		return
+	}
+	if r.reports == nil {
+		r.reports = map[string]execReport{}
+	}
+	r.reports[kind] = execReport{text: text, at: now}
+	if kind == "down" {
+		delete(r.reports, "wait") // once it answers again, say at once what it answers
+	} else {
+		delete(r.reports, "down")
+	}
+	r.logf("%s", text)
+}
+
+// waiting says, rate-limited, why the command is not running: who leads
+// instead, or that the agent does not answer.
+func (r *execRunner) waiting(v *client.Leadership, now time.Time) {
+	if err := v.Err(); err != nil {
+		r.report("down", fmt.Sprintf("cannot reach the agent (%s); the command starts once it answers and this node leads",
+			explain("exec", r.c.Socket(), err)), now)
+		return
+	}
+	st := v.Status()
+	switch {
+	case st.Node == "":
+		return // no answer yet
+	case st.Leader == "":
+		r.report("wait", fmt.Sprintf("waiting for leadership: %s is %s, no leader yet (epoch %d)", st.Node, st.Role, st.Epoch), now)
+	case st.Leader == st.Node:
+		// It leads, but the answer does not vouch for it yet (a stale
+		// poll, a lease not confirmed): the next poll decides.
+	default:
+		r.report("wait", fmt.Sprintf("waiting for leadership: %s leads epoch %d, this node %s is %s", st.Leader, st.Epoch, st.Node, st.Role), now)
+	}
 }
 
 func (r *execRunner) run(ctx context.Context) int {
@@ -126,7 +186,7 @@ func (r *execRunner) run(ctx context.Context) int {
 			// SIGINT/SIGTERM to exec: pass it on, wait out the grace.
 			return r.shutdown()
 		case u := <-updates:
-			if u.err != nil && view.Err() == nil {
+			if u.err != nil && view.Err() == nil && r.child != nil {
 				r.logf("lost contact with the agent: %v", u.err)
 			}
 			u.apply(&view)
@@ -163,6 +223,10 @@ func (r *execRunner) reconcile(v *client.Leadership) {
 	}
 	if want && !now.Before(r.restartAt) {
 		r.startChild(v.Status())
+		return
+	}
+	if !want {
+		r.waiting(v, now)
 	}
 }
 
@@ -175,6 +239,7 @@ func (r *execRunner) startChild(st api.Status) {
 		return
 	}
 	r.logf("leading in epoch %d: started %s (pid %d)", st.Epoch, r.argv[0], pid)
+	r.reports = nil // once it stops, say at once what exec waits for
 	r.child, r.lifeline, r.epoch, r.stopping = cmd, lifeline, st.Epoch, false
 	done, exited := make(chan error, 1), make(chan struct{})
 	r.childDone, r.exited = done, exited
@@ -214,11 +279,7 @@ func (r *execRunner) signalChild(sig syscall.Signal) {
 }
 
 func (r *execRunner) reap(err error) {
-	if err != nil {
-		r.logf("command exited: %v", err)
-	} else {
-		r.logf("command exited")
-	}
+	r.logExit(err)
 	if !r.stopping {
 		// It ended on its own while we still lead: start it again soon.
 		r.restartAt = time.Now().Add(execRestartWait)
@@ -227,13 +288,24 @@ func (r *execRunner) reap(err error) {
 	r.child, r.lifeline, r.childDone, r.exited, r.stopping = nil, nil, nil, nil, false
 }
 
+// logExit reports the command's end, with its epoch.
+func (r *execRunner) logExit(err error) {
+	if err != nil {
+		r.logf("command exited: %v (epoch %d)", err, r.epoch)
+	} else {
+		r.logf("command exited (epoch %d)", r.epoch)
+	}
+}
+
 // shutdown stops the child (if any) and returns its exit code.
 func (r *execRunner) shutdown() int {
 	if r.child == nil {
 		return 0
 	}
+	r.logf("stopping the command of epoch %d: exec itself is stopping", r.epoch)
 	r.stopChild()
 	err := <-r.childDone
+	r.logExit(err)
 	r.lifeline.Close()
 	r.child, r.lifeline = nil, nil
 	return exitCode(err)

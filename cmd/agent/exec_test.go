@@ -227,12 +227,80 @@ func TestExecWithoutAgent(t *testing.T) {
 	var stdout, stderr syncBuffer
 	stop := background(t, &stdout, &stderr, "exec", "-socket", sock, "--", "touch", marker)
 	eventually(t, 10*time.Second, "exec to report the missing agent", func() bool {
-		return strings.Contains(stderr.String(), "lost contact with the agent") && strings.Contains(stderr.String(), sock)
+		return strings.Contains(stderr.String(), "cannot reach the agent (no agent socket at "+sock)
 	})
 	if code := stop(); code != 0 {
 		t.Errorf("exec stopped: exit %d", code)
 	}
 	if exists(marker) {
 		t.Error("the command ran with no agent")
+	}
+}
+
+// On a follower exec says what it waits for, naming the leader; when the
+// leader resigns to it, it says the command started, with the epoch; with
+// -quiet it says nothing at all.
+func TestExecSaysWhatItWaitsFor(t *testing.T) {
+	tc := newTestCluster(t, 2, config.ProtocolMajority)
+	li, first := tc.waitLeader(0)
+	fi := tc.follower(li)
+	dir, quietDir := t.TempDir(), t.TempDir()
+	var stdout, stderr, quietOut, quietErr syncBuffer
+	stop := background(t, &stdout, &stderr, "exec", "-socket", tc.socket(fi), "--", "sh", "-c", execScript(dir, false))
+	stopQuiet := background(t, &quietOut, &quietErr, "exec", "-quiet", "-socket", tc.socket(fi), "--", "sh", "-c", execScript(quietDir, false))
+	want := fmt.Sprintf("agent exec: waiting for leadership: %s leads epoch %d, this node %s is follower", first.Node, first.Epoch, tc.cfgs[fi].Node.Name)
+	eventually(t, 10*time.Second, "exec to say it waits for "+first.Node, func() bool { return strings.Contains(stderr.String(), want) })
+	if n := strings.Count(stderr.String(), "waiting for leadership"); n != 1 {
+		t.Errorf("exec repeated its unchanged report %d times (it polls ten times a second):\n%s", n, stderr.String())
+	}
+	if code, _, errOut := cli(t, "resign", "-socket", tc.socket(li)); code != 0 {
+		t.Fatalf("agent resign: exit %d, %s", code, errOut)
+	}
+	ci := waitChild(t, dir, &stderr)
+	waitChild(t, quietDir, &quietErr)
+	eventually(t, 10*time.Second, "exec to report the start", func() bool {
+		return strings.Contains(stderr.String(), fmt.Sprintf("leading in epoch %d: started sh (pid %d)", ci.epoch, ci.pid))
+	})
+	stop()
+	stopQuiet()
+	if !strings.Contains(stderr.String(), fmt.Sprintf("command exited: exit status 7 (epoch %d)", ci.epoch)) {
+		t.Errorf("exec did not report the command's end with its epoch:\n%s", stderr.String())
+	}
+	if strings.Contains(quietErr.String(), "agent exec:") { // the command's own output may be there
+		t.Errorf("exec -quiet wrote on stderr:\n%s", quietErr.String())
+	}
+}
+
+// The reports are rate-limited: the same text again only after a minute,
+// a changed one no sooner than execReportGap after the last of its kind.
+func TestExecReportRateLimit(t *testing.T) {
+	var out strings.Builder
+	r := &execRunner{stderr: &out}
+	t0 := time.Unix(1000, 0)
+	steps := []struct {
+		at         time.Duration
+		kind, text string
+		printed    bool
+	}{
+		{0, "wait", "n1 leads", true},
+		{100 * time.Millisecond, "wait", "n1 leads", false},
+		{execReportGap / 2, "wait", "n2 leads", false}, // changed, too soon
+		{execReportGap, "wait", "n2 leads", true},
+		{execReportGap + time.Second, "down", "unreachable", true}, // another kind
+		{execReportGap + 2*time.Second, "wait", "n2 leads", true},  // the agent answers again
+		{execReportGap + 2*time.Second + execReportRepeat - time.Millisecond, "wait", "n2 leads", false},
+		{execReportGap + 2*time.Second + execReportRepeat, "wait", "n2 leads", true}, // a reminder
+	}
+	for i, s := range steps {
+		before := out.Len()
+		r.report(s.kind, s.text, t0.Add(s.at))
+		if printed := out.Len() > before; printed != s.printed {
+			t.Errorf("step %d (%s %q at %v): printed %v, want %v", i, s.kind, s.text, s.at, printed, s.printed)
+		}
+	}
+	r.quiet = true
+	r.report("wait", "something new", t0.Add(time.Hour))
+	if strings.Contains(out.String(), "something new") {
+		t.Error("-quiet printed a report")
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 
@@ -10,16 +9,12 @@ import (
 )
 
 func runKeygen(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("agent keygen", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: agent keygen")
-		fmt.Fprintln(stderr, "Prints a fresh random cluster key (base64 of 32 bytes) for [gossip] key.")
-	}
-	if code, ok := parseFlags(fs, args); !ok {
+	fs := newFlagSet("keygen", stderr)
+	words, code, ok := parseArgs(fs, args, stdout)
+	if !ok {
 		return code
 	}
-	if !noArgs(fs) {
+	if !expectNoWords(fs, words) {
 		return 2
 	}
 	key, err := membership.GenerateKey()

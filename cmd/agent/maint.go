@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -15,28 +14,17 @@ import (
 // runMaint is agent maint on [-reason TEXT] | off: maintenance mode, the
 // same as a failing check (docs/health.md), kept across restarts.
 func runMaint(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("agent maint", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: agent maint on [-reason TEXT] | agent maint off")
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("maint", stderr)
 	cf := addClientFlags(fs)
 	reason := fs.String("reason", "", "why, shown in agent status (with on)")
-	mode := ""
-	if len(args) > 0 && (args[0] == "on" || args[0] == "off") {
-		mode, args = args[0], args[1:]
-	}
-	if code, ok := parseFlags(fs, args); !ok {
+	words, code, ok := parseArgs(fs, args, stdout)
+	if !ok {
 		return code
 	}
-	if mode == "" && fs.NArg() == 1 && (fs.Arg(0) == "on" || fs.Arg(0) == "off") {
-		mode = fs.Arg(0) // agent maint -reason TEXT on
-	} else if fs.NArg() != 0 || mode == "" {
-		fs.Usage()
-		return 2
+	if len(words) != 1 || (words[0] != "on" && words[0] != "off") {
+		return badWords(fs, words, "on or off")
 	}
-	on := mode == "on"
+	on := words[0] == "on"
 	if !on && *reason != "" {
 		fmt.Fprintln(stderr, "agent maint: -reason goes with on")
 		return 2

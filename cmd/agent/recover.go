@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -22,22 +21,16 @@ import (
 // the term (the fencing epoch) past anything this node has seen, so that
 // tokens from before stay below every token after.
 func runRecover(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("agent recover", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("recover", stderr)
 	path := fs.String("config", "", "the stopped agent's TOML configuration (its node.data_dir is rewritten)")
 	dataDir := fs.String("data-dir", "", "the data directory to rewrite, instead of -config")
 	votersFlag := fs.String("voters", "", "the new voters, comma-separated: the survivors, e.g. n3,n4,n5 (required)")
 	minTerm := fs.Uint64("term", 0, "set the term to at least this (give every survivor the same value: the highest term 'agent recover' printed on any of them)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: agent recover -config FILE -voters n3,n4,n5 [-term N]")
-		fmt.Fprintln(stderr, "Rewrites a STOPPED majority agent's voter set after the quorum is lost for good.")
-		fmt.Fprintln(stderr, "Unsafe if a member left out comes back with its data: wipe theirs first.")
-		fs.PrintDefaults()
-	}
-	if code, ok := parseFlags(fs, args); !ok {
+	words, code, ok := parseArgs(fs, args, stdout)
+	if !ok {
 		return code
 	}
-	if !noArgs(fs) {
+	if !expectNoWords(fs, words) {
 		return 2
 	}
 	dir, name := *dataDir, ""

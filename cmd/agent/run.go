@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,21 +17,21 @@ import (
 )
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("agent run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("run", stderr)
 	path := fs.String("config", "", "TOML configuration file (config.example.toml documents every key)")
 	overrides := config.RegisterFlags(fs)
-	if code, ok := parseFlags(fs, args); !ok {
+	words, code, ok := parseArgs(fs, args, stdout)
+	if !ok {
 		return code
 	}
-	if fs.NArg() == 1 && *path == "" && strings.HasSuffix(fs.Arg(0), ".toml") {
-		fmt.Fprintf(stderr, "agent run: unexpected argument %q: pass the file with -config, as in: agent run -config %s\n", fs.Arg(0), fs.Arg(0))
+	if len(words) == 1 && *path == "" && strings.HasSuffix(words[0], ".toml") {
+		fmt.Fprintf(stderr, "agent run: unexpected argument %q: pass the file with -config, as in: agent run -config %s\n", words[0], words[0])
 		return 2
 	}
-	if !noArgs(fs) {
+	if !expectNoWords(fs, words) {
 		return 2
 	}
-	cfg, err := config.Load(*path, overrides.Apply)
+	cfg, err := overrides.Load(*path)
 	if err != nil {
 		if *path == "" {
 			// Without -config only flags configure the agent, so every

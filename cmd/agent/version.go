@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"runtime/debug"
@@ -23,13 +22,12 @@ func versionString() string {
 }
 
 func runVersion(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("agent version", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintln(stderr, "usage: agent version") }
-	if code, ok := parseFlags(fs, args); !ok {
+	fs := newFlagSet("version", stderr)
+	words, code, ok := parseArgs(fs, args, stdout)
+	if !ok {
 		return code
 	}
-	if !noArgs(fs) {
+	if !expectNoWords(fs, words) {
 		return 2
 	}
 	fmt.Fprintf(stdout, "conclave agent %s\n", versionString())

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -14,29 +13,21 @@ import (
 // `agent voters remove NAME` (majority). A change waits until it is
 // committed or refused; any agent takes it and forwards it to the leader.
 func runVoters(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("agent voters", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("voters", stderr)
 	cf := addClientFlags(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: agent voters [flags]             list the committed voters (and a pending change)")
-		fmt.Fprintln(stderr, "       agent voters [flags] add NAME    make member NAME a voter")
-		fmt.Fprintln(stderr, "       agent voters [flags] remove NAME make voter NAME an observer")
-		fmt.Fprintln(stderr, "A change waits until a majority of the new voter set has it; run it on any agent.")
-		fs.PrintDefaults()
-	}
-	if code, ok := parseFlags(fs, args); !ok {
+	words, code, ok := parseArgs(fs, args, stdout)
+	if !ok {
 		return code
 	}
 	var change api.VoterChange
 	switch {
-	case fs.NArg() == 0:
-	case fs.NArg() == 2 && fs.Arg(0) == "add":
-		change.Add = fs.Arg(1)
-	case fs.NArg() == 2 && fs.Arg(0) == "remove":
-		change.Remove = fs.Arg(1)
+	case len(words) == 0:
+	case len(words) == 2 && words[0] == "add":
+		change.Add = words[1]
+	case len(words) == 2 && words[0] == "remove":
+		change.Remove = words[1]
 	default:
-		fmt.Fprintf(stderr, "agent voters: expected no argument, 'add NAME' or 'remove NAME', got %q (flags go first)\nRun 'agent voters -h' for usage.\n", strings.Join(fs.Args(), " "))
-		return 2
+		return badWords(fs, words, "nothing (to list the voters), 'add NAME' or 'remove NAME'")
 	}
 	ctx, cancel := signalContext(ctx, cf.timeout)
 	defer cancel()

@@ -10,7 +10,7 @@ import (
 	"github.com/conclave-agent/conclave/phi"
 )
 
-// The acceptance check of issue 4: at the default threshold and heartbeat
+// The detector's acceptance check: at the default threshold and heartbeat
 // interval, a full simulated day of heartbeats with 20 ms jitter (scenario
 // a) raises no false suspicion, and every crashed sender is suspected in
 // under a second. The whole day is simulated: the detector is O(1) per

@@ -72,6 +72,10 @@ type Event struct {
 	Result string `json:"result,omitempty"`
 	// Err is the error text, if any.
 	Err string `json:"err,omitempty"`
+	// Call is when a raise or write began (wall clock, unix nanoseconds);
+	// TS is when it ended, so a checker knows the interval in which it
+	// took effect.
+	Call int64 `json:"call,omitempty"`
 }
 
 type scheduler struct {
@@ -253,15 +257,16 @@ func (s *scheduler) run(ctx context.Context) int {
 	}()
 
 	if s.fenced {
+		call := time.Now().UnixNano()
 		if err := s.f.Raise(ctx, epoch); err != nil {
 			res := "error"
 			if errors.Is(err, fence.ErrStale) {
 				res = "stale"
 			}
-			s.emit(Event{Ev: "raise", Epoch: epoch, Result: res, Err: err.Error()})
+			s.emit(Event{Ev: "raise", Epoch: epoch, Result: res, Err: err.Error(), Call: call})
 			return exitLost
 		}
-		s.emit(Event{Ev: "raise", Epoch: epoch, Result: "accepted"})
+		s.emit(Event{Ev: "raise", Epoch: epoch, Result: "accepted", Call: call})
 	}
 
 	timer := time.NewTimer(time.Until(nextSecond(time.Now())))
@@ -277,7 +282,7 @@ func (s *scheduler) run(ctx context.Context) int {
 		now := time.Now()
 		tick := now.Unix()
 		res, err := s.write(ctx, epoch, tick)
-		e := Event{Ev: "write", Epoch: epoch, Tick: tick, Result: res}
+		e := Event{Ev: "write", Epoch: epoch, Tick: tick, Result: res, Call: now.UnixNano()}
 		if err != nil {
 			e.Err = err.Error()
 		}

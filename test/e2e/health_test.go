@@ -76,7 +76,7 @@ func maint(t *testing.T, nd *node, args ...string) {
 	}
 }
 
-// TestHealthMovesLeadershipProcesses is issue 15's first demonstration
+// TestHealthMovesLeadershipProcesses is health-gated leadership's first demonstration
 // with three agent processes: the leader's check fails, another leads;
 // agent maint on the new leader moves it to the third; with both cleared,
 // SIGKILL of the leader elects one of the other two. Times are logged.
@@ -116,7 +116,7 @@ func TestHealthMovesLeadershipProcesses(t *testing.T) {
 	t.Logf("SIGKILL of %s: %s leads epoch %d after %v", third.leader, fourth.leader, fourth.epoch, took.Round(time.Millisecond))
 }
 
-// TestPreferredNodeRegainsLeadershipProcesses is issue 15's second: a
+// TestPreferredNodeRegainsLeadershipProcesses is health-gated leadership's second: a
 // priority-10 agent leads at start, loses leadership on SIGKILL and
 // regains it after its restart by a planned hand-over. The longest gap
 // without a leader seen by another agent is logged.

@@ -10,7 +10,7 @@ import (
 	"github.com/conclave-agent/conclave/api"
 )
 
-// TestPreferredNodeBullyRingProcesses is issue 15's preferred leader in
+// TestPreferredNodeBullyRingProcesses is the preferred leader (node.priority) in
 // bully and ring, with three agent processes: n1, the lowest id but
 // node.priority 10, leads at start; after its SIGKILL n3 leads; after its
 // restart n1 takes leadership back by a planned hand-over once it has been

@@ -131,7 +131,7 @@ func (w *leaderWatch) check(t testing.TB) {
 	t.Logf("leadership seen in %d epochs (%d leader answers): %v", len(w.byEp), w.polls, w.byEp)
 }
 
-// TestVoterChangesAcrossFailures is issue 14's real-process run: 3 voters
+// TestVoterChangesAcrossFailures is runtime voter changes with real processes: 3 voters
 // and 2 observers; both observers are added, one from an observer's CLI
 // and one from a follower's (both forwarded to the leader); the leader and
 // another original voter are killed and the remaining three elect; the

@@ -48,7 +48,7 @@ func waitHealth(t testing.TB, h *host, want string) api.Status {
 	return st
 }
 
-// TestHealthAcrossHosts is issue 15's first demonstration on namespaced
+// TestHealthAcrossHosts is health-gated leadership's first demonstration on namespaced
 // hosts with wildcard binds and the shipped election timings: the
 // leader's check fails and another host leads; `agent maint on`, run on
 // the new leader's host, moves leadership to the third; with both cleared,

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// TestElectAndFailOver is the field failure of issue 12: three hosts on
+// TestElectAndFailOver is the first multi-host field failure: three hosts on
 // 192.168.x with wildcard binds and no advertise keys. Before the agent
 // chose the address to publish, each published /ip4/127.0.0.1/…, every
 // send was a dial to itself, and nobody was ever elected.

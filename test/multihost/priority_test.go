@@ -55,7 +55,7 @@ func waitMembers(t testing.TB, hs []*host, n int) {
 	})
 }
 
-// TestPreferredNodeAcrossHosts is issue 15's preferred leader in bully and
+// TestPreferredNodeAcrossHosts is the preferred leader (node.priority) in bully and
 // ring on three namespaced hosts (wildcard binds, the shipped timings):
 // n1, the lowest id but node.priority 10, leads; after its SIGKILL n3 (the
 // highest id) leads; after its restart n1 takes leadership back, not before

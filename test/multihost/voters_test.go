@@ -17,7 +17,7 @@ import (
 	"github.com/conclave-agent/conclave/api"
 )
 
-// TestMismatchedVoterLists is issue 14's operator mistake on real hosts:
+// TestMismatchedVoterLists is an operator's voter-list mistake on real hosts:
 // n1's config file says voters = ["n1"] (config.example.toml's value), n2's
 // and n3's list all three. n1 is then cut off from the others, again and
 // again. No epoch may ever have two leaders, and the disagreement must be

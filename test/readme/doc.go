@@ -8,7 +8,9 @@
 //
 //	<!-- readme-test: run [expect="RE"]… [retry=D] [timeout=D] -->
 //	    the block is a bash script; it must exit 0, and its output must
-//	    match every expect (with retry, it is run again until it does)
+//	    match every expect (with retry, it is run again until it does);
+//	    its lines of the form NAME=VALUE or export NAME=VALUE are run
+//	    again before every later block, as the reader's shell keeps them
 //	<!-- readme-test: background name=N socket=PATH… [stdin] -->
 //	    a long-running command (agent run, agent dev): started in the
 //	    background, ready once every socket answers; with stdin, later

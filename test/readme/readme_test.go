@@ -236,7 +236,7 @@ func (r *runner) script(s Step) string {
 	return "set -euo pipefail\n" + strings.Join(r.prelude, "\n") + "\n" + r.ports.Replace(s.Text) + "\n"
 }
 
-var assignRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=\S*$`)
+var assignRE = regexp.MustCompile(`^(export )?[A-Za-z_][A-Za-z0-9_]*=\S*$`)
 
 func (r *runner) step(s Step) {
 	t := r.t
