@@ -101,8 +101,9 @@ const (
 
 // Ring algorithm names for Election.RingAlgorithm.
 const (
-	RingLCR = "lcr" // Chang-Roberts (Le Lann, Chang, Roberts)
-	RingHS  = "hs"  // Hirschberg-Sinclair
+	RingLCR      = "lcr"      // Chang-Roberts (Le Lann, Chang, Roberts)
+	RingHS       = "hs"       // Hirschberg-Sinclair
+	RingPeterson = "peterson" // Peterson / Dolev-Klawe-Rodeh
 )
 
 // Gossip profiles for Gossip.Profile.
@@ -149,7 +150,7 @@ type Election struct {
 	// Preempt lets a recovered higher id take over from a healthy bully
 	// leader (classic bully). False keeps the sitting leader.
 	Preempt bool `toml:"preempt"`
-	// RingAlgorithm is "lcr" or "hs" (ring only).
+	// RingAlgorithm is "lcr", "hs" or "peterson" (ring only).
 	RingAlgorithm string `toml:"ring_algorithm"`
 	// PreemptDelay is how long a healthy, reachable voter of higher
 	// priority must have been up and stable before the leader hands

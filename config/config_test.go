@@ -208,6 +208,7 @@ func TestValidateRules(t *testing.T) {
 		"timeout exactly 3×hb":   func(c *Config) { c.Election.ElectionTimeout = Duration(300 * time.Millisecond) },
 		"ipv6 bind":              func(c *Config) { c.Gossip.Bind = "[::1]:7946" },
 		"socket mode owner only": func(c *Config) { c.API.SocketMode = 0o600 },
+		"ring peterson":          func(c *Config) { c.Election.Protocol = "ring"; c.Election.RingAlgorithm = RingPeterson },
 	} {
 		c := valid()
 		mutate(&c)

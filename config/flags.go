@@ -101,7 +101,7 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	boolean("election.prevote", "majority: PreVote before campaigning", func(c *Config) *bool { return &c.Election.PreVote })
 	boolean("election.check_quorum", "majority: leader steps down without a quorum", func(c *Config) *bool { return &c.Election.CheckQuorum })
 	boolean("election.preempt", "bully: a recovered higher id takes over", func(c *Config) *bool { return &c.Election.Preempt })
-	str("election.ring_algorithm", "ring: lcr or hs", func(c *Config) *string { return &c.Election.RingAlgorithm })
+	str("election.ring_algorithm", "ring: lcr, hs or peterson", func(c *Config) *string { return &c.Election.RingAlgorithm })
 	dur("election.preempt_delay", "how long a node of higher priority must be stable before it takes over", func(c *Config) *Duration { return &c.Election.PreemptDelay })
 
 	str("api.socket", "Unix socket path (default data_dir/agent.sock)", func(c *Config) *string { return &c.API.Socket })

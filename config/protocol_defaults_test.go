@@ -24,3 +24,19 @@ func TestProtocolLibraryDefaultsMatchTheAgent(t *testing.T) {
 		}
 	}
 }
+
+// The ring algorithm names config accepts are the ring library's own.
+func TestRingAlgorithmNamesMatchTheLibrary(t *testing.T) {
+	for cfg, lib := range map[string]string{RingLCR: ring.AlgLCR, RingHS: ring.AlgHS, RingPeterson: ring.AlgPeterson} {
+		if cfg != lib {
+			t.Errorf("config accepts %q where the ring library names %q", cfg, lib)
+		}
+		c := Default()
+		c.Node = Node{Name: "n1", ID: 1, DataDir: "d"}
+		c.API.Socket = "d/agent.sock"
+		c.Election.Protocol, c.Election.Voters, c.Election.RingAlgorithm = ProtocolRing, nil, cfg
+		if err := c.Validate(); err != nil {
+			t.Errorf("ring_algorithm %q: %v", cfg, err)
+		}
+	}
+}

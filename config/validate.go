@@ -323,9 +323,9 @@ func (c *Config) validateElection(ch *checker) {
 			e.ElectionTimeout, time.Duration(3*hb), time.Duration(3*hb))
 	}
 	switch e.RingAlgorithm {
-	case RingLCR, RingHS:
+	case RingLCR, RingHS, RingPeterson:
 	default:
-		ch.add("election.ring_algorithm", "%q is not one of \"lcr\", \"hs\"", e.RingAlgorithm)
+		ch.add("election.ring_algorithm", "%q is not one of \"lcr\", \"hs\", \"peterson\"", e.RingAlgorithm)
 	}
 }
 

@@ -6,8 +6,9 @@ import "fmt"
 // numbers travel on the wire and peers of different versions must agree.
 type MessageKind uint8
 
-// Message kinds. Kinds 1–7 belong to majority, 8–10 to bully, 11–14 to
-// ring; heartbeats are shared by every protocol so the agent can feed phi.
+// Message kinds. Kinds 1–7 belong to majority, 8–10 to bully, 11–14 and
+// 15–17 to ring; heartbeats are shared by every protocol so the agent can
+// feed phi.
 const (
 	MsgInvalid MessageKind = iota
 	// MsgPreVote asks whether the sender could win an election in Term
@@ -43,6 +44,15 @@ const (
 	MsgHSProbe
 	// MsgHSReply returns a Hirschberg-Sinclair probe to Candidate.
 	MsgHSReply
+	// MsgPetersonFirst is the first message of a Peterson phase: an active
+	// node's temporary id, Candidate, in Phase of election Round.
+	MsgPetersonFirst
+	// MsgPetersonSecond is the second: the temporary id, Candidate, the
+	// sending active node received in the phase's MsgPetersonFirst.
+	MsgPetersonSecond
+	// MsgPetersonWinner tells Candidate, the highest-ranked candidate of
+	// Round, that the last active node found it the winner.
+	MsgPetersonWinner
 
 	// msgKindEnd must stay last.
 	msgKindEnd
@@ -64,6 +74,10 @@ var kindNames = [...]string{
 	MsgRingLeader:    "RingLeader",
 	MsgHSProbe:       "HSProbe",
 	MsgHSReply:       "HSReply",
+
+	MsgPetersonFirst:  "PetersonFirst",
+	MsgPetersonSecond: "PetersonSecond",
+	MsgPetersonWinner: "PetersonWinner",
 }
 
 // Valid reports whether k is a known kind other than MsgInvalid.
@@ -112,9 +126,15 @@ type Message struct {
 	Leader ID
 	// Candidate is the id a ring election message carries.
 	Candidate ID
-	// Phase and Hops are Hirschberg-Sinclair's probe phase and distance.
+	// Phase and Hops are a Hirschberg-Sinclair probe's phase and distance,
+	// and a Peterson message's phase; every ring election message counts
+	// its hops.
 	Phase uint32
 	Hops  uint32
+	// Round is the Peterson election round a message belongs to: a node
+	// taking part in one round ignores messages of older rounds and leaves
+	// its round for a newer one. Zero in every other kind.
+	Round uint64
 	// Direction is the way a ring message travels.
 	Direction Direction
 	// Context is opaque to the receiver and echoed in responses (the
@@ -168,6 +188,9 @@ func (m Message) String() string {
 	}
 	if m.Phase != 0 || m.Hops != 0 {
 		s += fmt.Sprintf(" phase=%d hops=%d", m.Phase, m.Hops)
+	}
+	if m.Round != 0 {
+		s += fmt.Sprintf(" round=%d", m.Round)
 	}
 	if m.Direction != Clockwise {
 		s += " ccw"

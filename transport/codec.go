@@ -109,6 +109,9 @@ type wireMessage struct {
 	// The sender's candidacy (docs/health.md): priority in the low 8 bits,
 	// bit 8 set when ineligible. Older peers skip the unknown key.
 	Candidacy uint64 `msgpack:"cd,omitempty"`
+	// The Peterson election round (ring). Older peers skip the unknown
+	// key; they run no Peterson elections, so they never need it.
+	Round uint64 `msgpack:"rd,omitempty"`
 }
 
 // wireKeys lists the keys of wireMessage; "r" is the one boolean. The
@@ -117,7 +120,7 @@ type wireMessage struct {
 var wireKeys = map[string]int{
 	"k": 0, "f": 1, "t": 2, "tm": 3, "e": 4, "r": 5,
 	"l": 6, "c": 7, "p": 8, "h": 9, "d": 10, "x": 11,
-	"ct": 12, "ci": 13, "v": 14, "cm": 15, "cd": 16,
+	"ct": 12, "ci": 13, "v": 14, "cm": 15, "cd": 16, "rd": 17,
 }
 
 const (
@@ -134,6 +137,7 @@ func toWire(m protocols.Message) wireMessage {
 		Direction: uint64(m.Direction), Context: m.Context,
 		ConfigTerm: m.ConfigTerm, ConfigIndex: m.ConfigIndex, Voters: m.Voters, Commit: m.Commit,
 		Candidacy: uint64(m.Priority) | candidacyBit(m.Ineligible),
+		Round:     m.Round,
 	}
 }
 
@@ -177,6 +181,7 @@ func fromWire(w wireMessage) (protocols.Message, error) {
 		Direction: protocols.Direction(w.Direction), Context: w.Context,
 		ConfigTerm: w.ConfigTerm, ConfigIndex: w.ConfigIndex, Voters: w.Voters, Commit: w.Commit,
 		Ineligible: w.Candidacy&wireIneligible != 0, Priority: uint8(w.Candidacy),
+		Round: w.Round,
 	}, nil
 }
 

@@ -290,6 +290,7 @@ func randomMessage(r *rand.Rand) protocols.Message {
 		Commit:      u64(),
 		Ineligible:  r.IntN(2) == 1,
 		Priority:    uint8(r.IntN(256)),
+		Round:       u64(),
 	}
 }
 

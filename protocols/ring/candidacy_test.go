@@ -7,9 +7,13 @@ import (
 )
 
 func TestIneligibleNodeNeverLeads(t *testing.T) {
-	testnet.CheckIneligibleNeverLeads(t, builder(t, nil))
+	for _, alg := range algs {
+		t.Run(alg, func(t *testing.T) { testnet.CheckIneligibleNeverLeads(t, builder(t, withAlg(alg))) })
+	}
 }
 
 func TestIneligibleAloneKeepsLeading(t *testing.T) {
-	testnet.CheckIneligibleAloneKeepsLeading(t, builder(t, nil))
+	for _, alg := range algs {
+		t.Run(alg, func(t *testing.T) { testnet.CheckIneligibleAloneKeepsLeading(t, builder(t, withAlg(alg))) })
+	}
 }

@@ -17,8 +17,9 @@ const MaxID = highest.MaxID
 
 // Algorithm names accepted in Config.Algorithm.
 const (
-	AlgLCR = "lcr"
-	AlgHS  = "hs"
+	AlgLCR      = "lcr"
+	AlgHS       = "hs"
+	AlgPeterson = "peterson"
 )
 
 // Defaults taken by zero Config durations: the agent's own, a 50 ms
@@ -48,8 +49,8 @@ type Config struct {
 	// must exceed HeartbeatInterval. Zero means DefaultElectionTimeout.
 	ElectionTimeout time.Duration
 	// Algorithm selects the election: AlgLCR (Chang-Roberts, the default
-	// when empty) or AlgHS (Hirschberg-Sinclair). Every member must use the
-	// same one.
+	// when empty), AlgHS (Hirschberg-Sinclair) or AlgPeterson (Peterson /
+	// Dolev-Klawe-Rodeh). Every member must use the same one.
 	Algorithm string
 	// Candidacy is the node's candidacy at start: an ineligible node
 	// abstains until SetCandidacy says otherwise, and Priority ranks it,
@@ -89,8 +90,10 @@ type Unsafe struct {
 // Validate reports every problem of c at once.
 func (c Config) Validate() error {
 	errs := highest.CheckConfig("ring", c.ID, c.Members, c.HardState, c.HeartbeatInterval, c.ElectionTimeout)
-	if c.Algorithm != "" && c.Algorithm != AlgLCR && c.Algorithm != AlgHS {
-		errs = append(errs, fmt.Errorf("ring: algorithm %q must be %q or %q", c.Algorithm, AlgLCR, AlgHS))
+	switch c.Algorithm {
+	case "", AlgLCR, AlgHS, AlgPeterson:
+	default:
+		errs = append(errs, fmt.Errorf("ring: algorithm %q must be %q, %q or %q", c.Algorithm, AlgLCR, AlgHS, AlgPeterson))
 	}
 	if c.PreemptDelay < 0 {
 		errs = append(errs, errors.New("ring: preempt delay must not be negative"))

@@ -1,10 +1,12 @@
 package ring
 
 import (
+	"fmt"
 	"math"
 	"math/bits"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/conclave-agent/conclave/protocols"
@@ -118,4 +120,109 @@ func TestHSBound(t *testing.T) {
 			t.Errorf("n=%d: %d messages exceed %d", n, max(sorted, rev, worst), bound)
 		}
 	}
+}
+
+// petersonWorst is a clockwise arrangement of 1…n, n a power of two, in
+// which every Peterson phase halves the active nodes exactly, so that the
+// election takes the most phases, ⌊log₂ n⌋ + 1: high and low values
+// alternate, and the high ones, which the nodes after them adopt, are
+// themselves in the worst arrangement of n/2.
+func petersonWorst(n int) []protocols.ID {
+	if n == 1 {
+		return []protocols.ID{1}
+	}
+	half := petersonWorst(n / 2)
+	out := make([]protocols.ID, 0, n)
+	for i, v := range half {
+		out = append(out, v+protocols.ID(n/2), protocols.ID(i+1))
+	}
+	return out
+}
+
+// petersonMsgs counts a Peterson election's messages: FIRST, SECOND,
+// WINNER and the n LEADER messages.
+func petersonMsgs(c map[protocols.MessageKind]int) int {
+	return c[protocols.MsgPetersonFirst] + c[protocols.MsgPetersonSecond] + c[protocols.MsgPetersonWinner] + c[protocols.MsgRingLeader]
+}
+
+// petersonBound is the bound the tests hold Peterson to, LEADER messages
+// included: at most ⌊log₂ n⌋ phases of 2n messages while two or more
+// nodes are active, n in the last phase, at most n−1 for WINNER and n for
+// LEADER.
+func petersonBound(n int) int { return 2*n*(bits.Len(uint(n))-1) + 3*n }
+
+// lcrMsgs and hsMsgs count an LCR or HS election's messages, the n
+// LEADER messages included.
+func lcrMsgs(c map[protocols.MessageKind]int) int {
+	return c[protocols.MsgRingElect] + c[protocols.MsgRingLeader]
+}
+func hsMsgs(c map[protocols.MessageKind]int) int {
+	return c[protocols.MsgHSProbe] + c[protocols.MsgHSReply] + c[protocols.MsgRingLeader]
+}
+
+// TestMessageCountTable measures the three algorithms side by side, every
+// node starting at once, for n = 8, 64 and 512: worst is LCR's descending
+// arrangement, Peterson's petersonWorst and, for HS, the most any tried
+// arrangement took (id order, descending, the random ones); avg is the
+// mean over the same random arrangements for all three. It holds Peterson
+// to 2n⌊log₂ n⌋ + 3n, worst and average, with exactly 2n⌊log₂ n⌋ + n
+// FIRST and SECOND messages in its worst arrangement and 5n − 1 messages
+// in id order, LCR to n(n+1)/2 + n
+// and HS to 8n(1+⌈log₂ n⌉) + n, and logs the table docs/bully-ring.md
+// shows (go test -count=1 -run TestMessageCountTable -v ./protocols/ring).
+func TestMessageCountTable(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 11))
+	rows := []string{"| n | LCR worst / avg | HS worst / avg | Peterson worst / avg | 2n⌊log₂ n⌋ + 3n | random arrangements |", "|---|---|---|---|---|---|"}
+	for _, n := range []int{8, 64, 512} {
+		trials := 100
+		if n > 64 {
+			if testing.Short() {
+				break // some 20 s of CPU
+			}
+			trials = 10
+		}
+		logn := bits.Len(uint(n)) - 1
+		pc := runAll(t, n, AlgPeterson, petersonWorst(n))
+		if got, want := pc[protocols.MsgPetersonFirst]+pc[protocols.MsgPetersonSecond], 2*n*logn+n; got != want {
+			t.Errorf("n=%d Peterson worst arrangement: %d FIRST+SECOND, want 2n⌊log₂ n⌋+n = %d", n, got, want)
+		}
+		pWorst := petersonMsgs(pc)
+		// In id order (production) only the lowest id, after the highest,
+		// stays active: 2n, then its FIRST round the ring, then WINNER
+		// n−1 hops up to the highest, then LEADER.
+		if got := petersonMsgs(runAll(t, n, AlgPeterson, nil)); got != 5*n-1 {
+			t.Errorf("n=%d Peterson in id order: %d messages, want 5n−1 = %d", n, got, 5*n-1)
+		}
+		lWorst := lcrMsgs(runAll(t, n, AlgLCR, descending(n)))
+		if want := n*(n+1)/2 + n; lWorst != want {
+			t.Errorf("n=%d LCR descending: %d messages, want n(n+1)/2+n = %d", n, lWorst, want)
+		}
+		hWorst := max(hsMsgs(runAll(t, n, AlgHS, nil)), hsMsgs(runAll(t, n, AlgHS, descending(n))))
+		var lSum, hSum, pSum, pMax int
+		for range trials {
+			order := seq(n)
+			rng.Shuffle(n, func(i, j int) { order[i], order[j] = order[j], order[i] })
+			lSum += lcrMsgs(runAll(t, n, AlgLCR, order))
+			h := hsMsgs(runAll(t, n, AlgHS, order))
+			hSum += h
+			hWorst = max(hWorst, h)
+			p := petersonMsgs(runAll(t, n, AlgPeterson, order))
+			pSum += p
+			pMax = max(pMax, p)
+		}
+		avg := func(sum int) float64 { return float64(sum) / float64(trials) }
+		t.Logf("n=%d Peterson worst arrangement %v", n, pc)
+		rows = append(rows, fmt.Sprintf("| %d | %d / %.1f | %d / %.1f | %d / %.1f | %d | %d |",
+			n, lWorst, avg(lSum), hWorst, avg(hSum), pWorst, avg(pSum), petersonBound(n), trials))
+		if m := max(pWorst, pMax); m > petersonBound(n) {
+			t.Errorf("n=%d: Peterson took %d messages, more than 2n⌊log₂ n⌋+3n = %d", n, m, petersonBound(n))
+		}
+		if pMax > pWorst {
+			t.Errorf("n=%d: a random arrangement took %d Peterson messages, more than the worst arrangement's %d", n, pMax, pWorst)
+		}
+		if hb := 8*n*(1+bits.Len(uint(n-1))) + n; hWorst > hb {
+			t.Errorf("n=%d: HS took %d messages, more than 8n(1+⌈log₂ n⌉)+n = %d", n, hWorst, hb)
+		}
+	}
+	t.Logf("messages per election, LEADER included:\n%s", strings.Join(rows, "\n"))
 }

@@ -10,14 +10,14 @@ import (
 // TestNextDeadlineSkipsOnlyIdleTicks: ticking a node only at its
 // NextDeadline, as the agent does, changes nothing in a randomised fault
 // schedule with lost election messages, so that rounds stall
-// (testnet.CheckSkipsOnlyIdleTicks), for both algorithms.
+// (testnet.CheckSkipsOnlyIdleTicks), for every algorithm.
 func TestNextDeadlineSkipsOnlyIdleTicks(t *testing.T) {
 	seeds := uint64(12)
 	if racetest.Enabled {
 		// The race pass checks a sample; scripts/test's second pass runs all.
 		seeds = 3
 	}
-	testnet.CheckSkipsOnlyIdleTicks(t, seeds, []string{AlgLCR, AlgHS}, true, func(alg string) *testnet.Net[*Node] {
+	testnet.CheckSkipsOnlyIdleTicks(t, seeds, algs, true, func(alg string) *testnet.Net[*Node] {
 		return newNetwork(t, seq(5), func(c *Config) { c.Algorithm = alg }).Net
 	})
 }

@@ -12,7 +12,7 @@ import (
 // diff: these files are the protocol's stories told step by step. The
 // commands are testnet.Golden's, and:
 //
-//	new nodes=N [alg=lcr|hs] [prio=(ID:P,...)] [delay=DUR]
+//	new nodes=N [alg=lcr|hs|peterson] [prio=(ID:P,...)] [delay=DUR]
 //	                          N nodes n1…nN, 10 ms heartbeat, 100 ms election
 //	                          timeout, the given priorities and preempt delay
 func TestGolden(t *testing.T) {

@@ -25,12 +25,19 @@ func prioBuilder(t *testing.T, tweak func(*Config)) testnet.PrioBuilder[*Node] {
 	}
 }
 
-func TestRankOrder(t *testing.T)         { testnet.CheckRankOrder(t, prioBuilder(t, nil)) }
-func TestPriorityTie(t *testing.T)       { testnet.CheckPriorityTie(t, prioBuilder(t, nil)) }
-func TestPreemptAfterDelay(t *testing.T) { testnet.CheckPreemptAfterDelay(t, prioBuilder(t, nil)) }
+// The shared priority checks, for every algorithm.
+func forAlgs(t *testing.T, check func(*testing.T, testnet.PrioBuilder[*Node])) {
+	for _, alg := range algs {
+		t.Run(alg, func(t *testing.T) { check(t, prioBuilder(t, withAlg(alg))) })
+	}
+}
+
+func TestRankOrder(t *testing.T)         { forAlgs(t, testnet.CheckRankOrder[*Node]) }
+func TestPriorityTie(t *testing.T)       { forAlgs(t, testnet.CheckPriorityTie[*Node]) }
+func TestPreemptAfterDelay(t *testing.T) { forAlgs(t, testnet.CheckPreemptAfterDelay[*Node]) }
 func TestFlappingPreferredNode(t *testing.T) {
-	testnet.CheckFlappingPreferredNode(t, prioBuilder(t, nil))
+	forAlgs(t, testnet.CheckFlappingPreferredNode[*Node])
 }
 func TestEligibleAgainWaitsForDelay(t *testing.T) {
-	testnet.CheckEligibleAgainWaitsForDelay(t, prioBuilder(t, nil))
+	forAlgs(t, testnet.CheckEligibleAgainWaitsForDelay[*Node])
 }

@@ -1,7 +1,8 @@
 // Package ring implements ring elections as a pure state machine behind
 // protocols.Protocol: Chang-Roberts (LCR) on the logical ring of live members
-// ordered by id, and Hirschberg-Sinclair (HS) on the same ring used in both
-// directions. The live member of highest rank — (priority, id), so the
+// ordered by id, Hirschberg-Sinclair (HS) on the same ring used in both
+// directions, and Peterson / Dolev-Klawe-Rodeh (peterson.go) on it
+// clockwise, in phases of active nodes. The live member of highest rank — (priority, id), so the
 // highest id among those of the highest priority — wins and announces
 // itself with a LEADER message sent once around the ring, then heartbeats
 // every member; a stalled election restarts after a timeout. A recovered
@@ -17,7 +18,7 @@
 // its own leader. Every leader holds a distinct, strictly increasing epoch
 // (see protocols.NextEpoch), persisted before it is announced, so a fenced resource that
 // keeps the highest epoch accepts only one of them. docs/bully-ring.md
-// describes both algorithms and their measured message counts.
+// describes the three algorithms and their measured message counts.
 package ring
 
 import (
@@ -43,7 +44,7 @@ const (
 type Node struct {
 	id     protocols.ID
 	hb, et time.Duration
-	useHS  bool // Hirschberg-Sinclair rather than LCR
+	alg    string // AlgLCR, AlgHS or AlgPeterson
 	rand   *rand.Rand
 	log    protocols.Logger
 
@@ -62,6 +63,8 @@ type Node struct {
 
 	phase   uint32 // HS: current probe phase of our candidacy
 	replies uint8  // HS: bit per direction whose reply came back this phase
+
+	pt peterson // Peterson: this node's part in the current round
 
 	now      protocols.Time
 	deadline protocols.Time // follower: heartbeat timeout
@@ -110,7 +113,7 @@ func New(cfg Config) (*Node, error) {
 		id:     cfg.ID,
 		hb:     hb,
 		et:     et,
-		useHS:  cfg.Algorithm == AlgHS,
+		alg:    cfg.Algorithm,
 		rand:   highest.Rand(cfg.Rand, cfg.ID, 0x72_696e_67),
 		log:    cfg.Logger,
 		now:    cfg.Now,
@@ -121,6 +124,9 @@ func New(cfg Config) (*Node, error) {
 		stable:  highest.NewStability(cfg.PreemptDelay, cfg.Now),
 
 		ineligible: cfg.Candidacy.Ineligible,
+	}
+	if n.alg == "" {
+		n.alg = AlgLCR
 	}
 	n.members.SetPriority(cfg.ID, cfg.Candidacy.Priority)
 	n.members.IDsOnly = cfg.Unsafe.IDsOnly
@@ -185,7 +191,8 @@ func (n *Node) send(m protocols.Message) {
 	m.Priority = n.members.Priority(n.id)
 	n.out.Send(m)
 	switch m.Kind {
-	case protocols.MsgRingElect, protocols.MsgHSProbe, protocols.MsgHSReply:
+	case protocols.MsgRingElect, protocols.MsgHSProbe, protocols.MsgHSReply,
+		protocols.MsgPetersonFirst, protocols.MsgPetersonSecond, protocols.MsgPetersonWinner:
 		if len(n.inflight) >= int(n.maxHops()) {
 			n.inflight = slices.Delete(n.inflight, 0, 1)
 		}
@@ -257,8 +264,13 @@ func (n *Node) Campaign(now protocols.Time) {
 }
 
 // startElection puts this node's id in the running: LCR sends it clockwise,
-// HS probes one hop both ways. Alone on the ring, the node wins at once.
-func (n *Node) startElection() {
+// HS probes one hop both ways, Peterson starts a new round as an active
+// node. Alone on the ring, the node wins at once.
+func (n *Node) startElection() { n.startElectionIn(0) }
+
+// startElectionIn is startElection; a non-zero round is the Peterson round
+// to run in (one this node joins), zero a new one.
+func (n *Node) startElectionIn(round uint64) {
 	if n.abstaining() {
 		return
 	}
@@ -272,9 +284,16 @@ func (n *Node) startElection() {
 	n.participant = true
 	n.leader = protocols.None
 	n.roundEnd = n.timeout()
-	if n.useHS {
+	switch n.alg {
+	case AlgHS:
 		n.phase, n.replies = 0, 0
 		n.probe()
+		return
+	case AlgPeterson:
+		if round == 0 {
+			round = n.pt.next()
+		}
+		n.activate(round)
 		return
 	}
 	n.send(protocols.Message{Kind: protocols.MsgRingElect, To: n.neighbor(protocols.Clockwise), Candidate: n.id, Epoch: n.epochs.Seen()})
@@ -372,11 +391,15 @@ func (n *Node) Step(now protocols.Time, m protocols.Message) error {
 	switch m.Kind {
 	case protocols.MsgRingLeader, protocols.MsgHeartbeat, protocols.MsgHeartbeatResp:
 	case protocols.MsgRingElect:
-		if n.useHS {
+		if n.alg != AlgLCR {
 			return protocols.ErrUnknownKind
 		}
 	case protocols.MsgHSProbe, protocols.MsgHSReply:
-		if !n.useHS {
+		if n.alg != AlgHS {
+			return protocols.ErrUnknownKind
+		}
+	case protocols.MsgPetersonFirst, protocols.MsgPetersonSecond, protocols.MsgPetersonWinner:
+		if n.alg != AlgPeterson {
 			return protocols.ErrUnknownKind
 		}
 	default:
@@ -397,6 +420,10 @@ func (n *Node) Step(now protocols.Time, m protocols.Message) error {
 		n.stepProbe(m)
 	case protocols.MsgHSReply:
 		n.stepReply(m)
+	case protocols.MsgPetersonFirst, protocols.MsgPetersonSecond:
+		n.stepPeterson(m)
+	case protocols.MsgPetersonWinner:
+		n.stepWinner(m)
 	case protocols.MsgRingLeader:
 		n.stepLeader(m)
 	case protocols.MsgHeartbeat:
@@ -489,7 +516,7 @@ func (n *Node) predatesLeadership(m protocols.Message) bool {
 // swallowed; our own probe arriving means it went all the way round.
 func (n *Node) stepProbe(m protocols.Message) {
 	c := m.Candidate
-	if m.Phase > 31 || m.Hops == 0 || m.Hops > 1<<m.Phase || n.candidateGone(c) || n.predatesLeadership(m) {
+	if m.Phase > maxPhase || m.Hops == 0 || m.Hops > 1<<m.Phase || n.candidateGone(c) || n.predatesLeadership(m) {
 		return
 	}
 	relay := func() {
@@ -706,8 +733,12 @@ func (n *Node) nudge(l protocols.ID) {
 		return
 	}
 	n.nudgeAt = n.now.Add(n.et)
-	if n.useHS {
+	switch n.alg {
+	case AlgHS:
 		n.send(protocols.Message{Kind: protocols.MsgHSProbe, To: l, Hops: 1, Direction: protocols.Clockwise, Epoch: n.epochs.Seen()})
+		return
+	case AlgPeterson:
+		n.send(protocols.Message{Kind: protocols.MsgPetersonFirst, To: l, Round: n.pt.next(), Hops: 1, Epoch: n.epochs.Seen()})
 		return
 	}
 	n.send(protocols.Message{Kind: protocols.MsgRingElect, To: l, Epoch: n.epochs.Seen()})
@@ -767,7 +798,14 @@ func (n *Node) Resign(now protocols.Time) error {
 	n.participant = true
 	until := n.abstain.Begin(now, n.et)
 	n.deadline, n.roundEnd = until, until
-	if n.useHS {
+	switch n.alg {
+	case AlgPeterson:
+		// A round of its own, in which it relays.
+		n.pt.join(n.pt.next(), false, n.id)
+		n.send(protocols.Message{Kind: protocols.MsgPetersonFirst, To: n.neighbor(protocols.Clockwise),
+			Round: n.pt.round, Hops: 1, Epoch: n.epochs.Seen()})
+		return nil
+	case AlgHS:
 		for _, d := range []protocols.Direction{protocols.Clockwise, protocols.CounterClockwise} {
 			n.send(protocols.Message{Kind: protocols.MsgHSProbe, To: n.neighbor(d), Hops: 1, Direction: d, Epoch: n.epochs.Seen()})
 		}

@@ -9,7 +9,7 @@ import (
 	"github.com/conclave-agent/conclave/protocols/internal/testnet"
 )
 
-var algs = []string{AlgLCR, AlgHS}
+var algs = []string{AlgLCR, AlgHS, AlgPeterson}
 
 func withAlg(alg string) func(*Config) { return func(c *Config) { c.Algorithm = alg } }
 
@@ -186,8 +186,11 @@ func TestLeaderIgnoresElectionsFromBeforeItsEpoch(t *testing.T) {
 				sent = e - 1
 			}
 			m := protocols.Message{Kind: protocols.MsgRingElect, From: 2, To: 3, Candidate: 1, Epoch: sent}
-			if alg == AlgHS {
+			switch alg {
+			case AlgHS:
 				m = protocols.Message{Kind: protocols.MsgHSProbe, From: 2, To: 3, Candidate: 1, Phase: 0, Hops: 1, Epoch: sent}
+			case AlgPeterson:
+				m = protocols.Message{Kind: protocols.MsgPetersonFirst, From: 2, To: 3, Candidate: 1, Round: 9, Hops: 2, Epoch: sent}
 			}
 			if err := nw.Nodes[3].Step(nw.Now, m); err != nil {
 				t.Fatal(err)
@@ -204,10 +207,7 @@ func TestStepErrors(t *testing.T) {
 	for _, alg := range algs {
 		nw := newNetwork(t, seq(3), withAlg(alg))
 		n := nw.Nodes[1]
-		wrong := protocols.MsgHSProbe
-		if alg == AlgHS {
-			wrong = protocols.MsgRingElect
-		}
+		wrong := map[string]protocols.MessageKind{AlgLCR: protocols.MsgHSProbe, AlgHS: protocols.MsgPetersonWinner, AlgPeterson: protocols.MsgRingElect}[alg]
 		for _, c := range []struct {
 			m    protocols.Message
 			want error
@@ -260,7 +260,7 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("New(%+v) accepted", c)
 		}
 	}
-	for _, alg := range []string{"", AlgLCR, AlgHS} {
+	for _, alg := range []string{"", AlgLCR, AlgHS, AlgPeterson} {
 		if _, err := New(Config{ID: MaxID, Algorithm: alg}); err != nil {
 			t.Fatal(err)
 		}

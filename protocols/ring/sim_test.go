@@ -11,7 +11,7 @@ import (
 // The ring's own assumptions (simtest.Assumptions): after the faults stop
 // the highest id leads, known to every node, within the liveness bound.
 func TestSimAssumptions(t *testing.T) {
-	for _, alg := range []string{ring.AlgLCR, ring.AlgHS} {
+	for _, alg := range []string{ring.AlgLCR, ring.AlgHS, ring.AlgPeterson} {
 		t.Run(alg, func(t *testing.T) {
 			st := simtest.RunSchedules(t, simtest.Schedules, registry.Ring(alg), simtest.Assumptions, simtest.HighestLeads)
 			if st.Elections < int64(st.Schedules) {
@@ -26,7 +26,7 @@ func TestSimAssumptions(t *testing.T) {
 // resource never accepts one epoch from two leaders, and after the heal one
 // leader is agreed on.
 func TestSimPartitions(t *testing.T) {
-	for _, alg := range []string{ring.AlgLCR, ring.AlgHS} {
+	for _, alg := range []string{ring.AlgLCR, ring.AlgHS, ring.AlgPeterson} {
 		t.Run(alg, func(t *testing.T) {
 			st := simtest.RunSchedules(t, simtest.Schedules, registry.Ring(alg), simtest.AllFaults, nil)
 			simtest.CheckEveryFaultInjected(t, st)

@@ -77,7 +77,7 @@ func TestElectionNotRoutedPastStaleSuspicion(t *testing.T) {
 // (toward), so its round died with it. Messages of other candidates are
 // still re-sent to the next live member.
 func TestLostCandidatesOwnMessageNotResent(t *testing.T) {
-	for _, alg := range []string{AlgLCR, AlgHS} {
+	for _, alg := range algs {
 		t.Run(alg, func(t *testing.T) {
 			n, err := New(Config{
 				ID: 2, Members: testnet.Members(seq(3)), Algorithm: alg,
@@ -87,11 +87,14 @@ func TestLostCandidatesOwnMessageNotResent(t *testing.T) {
 				t.Fatal(err)
 			}
 			n.Advance(n.Ready())
-			// 3's election message (LCR) or HS reply on its way back
-			// to 3.
+			// 3's election message (LCR), HS reply or Peterson
+			// WINNER on its way back to 3.
 			m := protocols.Message{Kind: protocols.MsgRingElect, From: 1, To: 2, Candidate: 3, Hops: 2}
-			if alg == AlgHS {
+			switch alg {
+			case AlgHS:
 				m = protocols.Message{Kind: protocols.MsgHSReply, From: 1, To: 2, Candidate: 3, Hops: 1, Direction: protocols.Clockwise}
+			case AlgPeterson:
+				m = protocols.Message{Kind: protocols.MsgPetersonWinner, From: 1, To: 2, Candidate: 3, Round: 1, Hops: 2}
 			}
 			if err := n.Step(1, m); err != nil {
 				t.Fatal(err)

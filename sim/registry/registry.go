@@ -35,15 +35,17 @@ type Entry struct {
 }
 
 var entries = map[string]Entry{
-	"majority": {Factory: Majority(majority.Unsafe{}), Checks: sim.AllChecks},
-	"bully":    {Factory: Bully(), Checks: sim.NoLeaseChecks},
-	"ring":     {Factory: Ring(ring.AlgLCR), Checks: sim.NoLeaseChecks},
-	"ring-hs":  {Factory: Ring(ring.AlgHS), Checks: sim.NoLeaseChecks},
+	"majority":      {Factory: Majority(majority.Unsafe{}), Checks: sim.AllChecks},
+	"bully":         {Factory: Bully(), Checks: sim.NoLeaseChecks},
+	"ring":          {Factory: Ring(ring.AlgLCR), Checks: sim.NoLeaseChecks},
+	"ring-hs":       {Factory: Ring(ring.AlgHS), Checks: sim.NoLeaseChecks},
+	"ring-peterson": {Factory: Ring(ring.AlgPeterson), Checks: sim.NoLeaseChecks},
 
-	"core-majority": {Core: Core(core.ProtocolMajority, "", core.Unsafe{}), Checks: sim.AllChecks, FailoverETs: majorityFailoverETs},
-	"core-bully":    {Core: Core(core.ProtocolBully, "", core.Unsafe{}), Checks: sim.NoLeaseChecks, FailoverETs: StrictFailoverETs},
-	"core-ring":     {Core: Core(core.ProtocolRing, ring.AlgLCR, core.Unsafe{}), Checks: sim.NoLeaseChecks, FailoverETs: ringFailoverETs},
-	"core-ring-hs":  {Core: Core(core.ProtocolRing, ring.AlgHS, core.Unsafe{}), Checks: sim.NoLeaseChecks, FailoverETs: ringFailoverETs},
+	"core-majority":      {Core: Core(core.ProtocolMajority, "", core.Unsafe{}), Checks: sim.AllChecks, FailoverETs: majorityFailoverETs},
+	"core-bully":         {Core: Core(core.ProtocolBully, "", core.Unsafe{}), Checks: sim.NoLeaseChecks, FailoverETs: StrictFailoverETs},
+	"core-ring":          {Core: Core(core.ProtocolRing, ring.AlgLCR, core.Unsafe{}), Checks: sim.NoLeaseChecks, FailoverETs: ringFailoverETs},
+	"core-ring-hs":       {Core: Core(core.ProtocolRing, ring.AlgHS, core.Unsafe{}), Checks: sim.NoLeaseChecks, FailoverETs: ringFailoverETs},
+	"core-ring-peterson": {Core: Core(core.ProtocolRing, ring.AlgPeterson, core.Unsafe{}), Checks: sim.NoLeaseChecks, FailoverETs: ringFailoverETs},
 }
 
 // Names lists the registered bare protocols (run from their Factory),
@@ -212,8 +214,8 @@ func Bully() sim.Factory {
 	}
 }
 
-// Ring builds ring nodes running the given algorithm (ring.AlgLCR or
-// ring.AlgHS).
+// Ring builds ring nodes running the given algorithm (ring.AlgLCR,
+// ring.AlgHS or ring.AlgPeterson).
 func Ring(algorithm string) sim.Factory {
 	return func(c sim.NodeConfig) (protocols.Protocol, error) {
 		s := spec(c, core.ProtocolRing)
