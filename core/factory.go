@@ -22,7 +22,8 @@ const (
 type ProtocolSpec struct {
 	// Protocol is ProtocolMajority, ProtocolBully or ProtocolRing.
 	Protocol string
-	// RingAlgorithm is ring.AlgLCR or ring.AlgHS (ring only).
+	// RingAlgorithm is ring.AlgLCR, ring.AlgHS or ring.AlgPeterson (ring
+	// only).
 	RingAlgorithm string
 	// Self is this node; Members the members known at start (Self may be
 	// among them).

@@ -211,7 +211,7 @@ func (r *run) handoverSent(n *node, m protocols.Message) {
 		if to >= 0 && to < len(r.nodes) && r.outranks(n.idx, to) {
 			r.armTransferCrash(to)
 		}
-	case protocols.MsgRingElect, protocols.MsgHSProbe:
+	case protocols.MsgRingElect, protocols.MsgHSProbe, protocols.MsgPetersonFirst:
 		if m.Candidate == protocols.None {
 			r.armTransferCrash(to)
 		}

@@ -47,7 +47,7 @@ func TestMatrix(t *testing.T) {
 	fmt.Printf("schedules matrix: base seed %d (%s), %d schedules per cell\n", base, source, n)
 	for _, c := range registry.Matrix() {
 		if !c.Runs() {
-			fmt.Printf("  %-22s not applicable: %s\n", c.Name(), c.NotApplicable)
+			fmt.Printf("  %-26s not applicable: %s\n", c.Name(), c.NotApplicable)
 			continue
 		}
 		t.Run(c.Name(), func(t *testing.T) {
@@ -61,7 +61,7 @@ func TestMatrix(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			fmt.Printf("  %-22s %6d schedules, batch seed %20d, %d violations, %5.1fs; rerun: go run ./sim/cmd/soak -cell %s -seed %d -schedules %d\n",
+			fmt.Printf("  %-26s %6d schedules, batch seed %20d, %d violations, %5.1fs; rerun: go run ./sim/cmd/soak -cell %s -seed %d -schedules %d\n",
 				c.Name(), st.Schedules, seed, len(bad), time.Since(start).Seconds(), c.Name(), seed, n)
 			for _, r := range bad {
 				t.Errorf("%s violated %s (seed %d); replay: go run ./sim/cmd/soak -cell %s -replay %d\n%v",

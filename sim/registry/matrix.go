@@ -69,7 +69,7 @@ const (
 	offPoisonCore     = "poison (fault): an observer that adopts a poisoned term never follows the voters' leader, " +
 		"whose lower epoch it may not report (epochs never go back) and whose voters never hear the term " +
 		"(observers learn by gossip); open finding, docs/simulator.md"
-	offPoisonHealth = "poison (fault): with health faults ring and ring-hs may elect nobody after the heal " +
+	offPoisonHealth = "poison (fault): with health faults the ring variants may elect nobody after the heal " +
 		"once a poisoned epoch was adopted (liveness); open finding, docs/simulator.md"
 	naVoters = "bully and ring have no replicated voter set: their members are whoever gossip " +
 		"(or the bare run's fixed list) says is up"

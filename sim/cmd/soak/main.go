@@ -205,12 +205,12 @@ func parseFaults(s string) ([]sim.FaultKind, error) {
 func printMatrix(w io.Writer) {
 	for _, c := range registry.Matrix() {
 		if !c.Runs() {
-			fmt.Fprintf(w, "%-22s not applicable: %s\n", c.Name(), c.NotApplicable)
+			fmt.Fprintf(w, "%-26s not applicable: %s\n", c.Name(), c.NotApplicable)
 			continue
 		}
 		o, err := c.Options()
 		if err != nil {
-			fmt.Fprintf(w, "%-22s error: %v\n", c.Name(), err)
+			fmt.Fprintf(w, "%-26s error: %v\n", c.Name(), err)
 			continue
 		}
 		var kinds []string
@@ -219,10 +219,10 @@ func printMatrix(w io.Writer) {
 				kinds = append(kinds, k.String())
 			}
 		}
-		fmt.Fprintf(w, "%-22s faults: %s\n", c.Name(), strings.Join(kinds, ","))
-		fmt.Fprintf(w, "%-22s checks: %s\n", "", checkNames(o.Checks))
+		fmt.Fprintf(w, "%-26s faults: %s\n", c.Name(), strings.Join(kinds, ","))
+		fmt.Fprintf(w, "%-26s checks: %s\n", "", checkNames(o.Checks))
 		for _, off := range c.Off {
-			fmt.Fprintf(w, "%-22s off:    %s\n", "", off)
+			fmt.Fprintf(w, "%-26s off:    %s\n", "", off)
 		}
 	}
 }
