@@ -1,9 +1,11 @@
 package sim_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/conclave-agent/conclave/core"
 	"github.com/conclave-agent/conclave/internal/racetest"
 	"github.com/conclave-agent/conclave/protocols"
 	"github.com/conclave-agent/conclave/protocols/majority"
@@ -191,6 +193,70 @@ func TestRestartedSoleVoterWaitsOutLeases(t *testing.T) {
 		}
 		if v := run(majority.Unsafe{RestartForgetsLease: true}, explicit); v == nil || v.Invariant != sim.InvLease {
 			t.Errorf("seed %d (schedule written out: %v) with the restart wait off: want a lease violation, got %v", restartLeaseSeed, explicit, v)
+		}
+	}
+}
+
+// TestLoneSeedThenClusterCoreMode is the README's lone-n1-then-cluster
+// path in core mode: n1's config lists only itself and it starts alone;
+// n2 and n3, whose lists name all three, start 1.5 s later (crashed at
+// time zero with nothing persisted) and join through n1. n1's cluster
+// leaves them out, so they
+// must observe n1 and, once they learned its configuration, never send a
+// (pre-)vote request again: the run goes on 30 s past liveness and the
+// trace of that time must hold none.
+func TestLoneSeedThenClusterCoreMode(t *testing.T) {
+	o, err := registry.Options("core-majority")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := registry.Core(core.ProtocolMajority, "", core.Unsafe{})
+	o.Core = func(c sim.NodeConfig) (core.Config, error) {
+		cfg, err := base(c)
+		if c.Self.ID == 1 {
+			cfg.Election.Voters = []string{"n1"}
+		}
+		return cfg, err
+	}
+	o.Observers = 0
+	o.Checks.FailoverBound = 0 // only n1 votes: nobody could take over
+	o.Checks.Settle = 30 * time.Second
+	seeds := 20
+	if testing.Short() || racetest.Enabled {
+		seeds = 3
+	}
+	for seed := uint64(1); seed <= uint64(seeds); seed++ {
+		var trace strings.Builder
+		o.Trace = &trace
+		// n2 and n3 join through n1 (gossip.join), so gossip introduces
+		// n1 to them before they meet each other: a bridge through n1
+		// until they have had time to learn it (the model's join lag is
+		// under 1 s).
+		s := sim.Schedule{Nodes: 3, FaultPhase: 4 * time.Second, MaxDelay: 5 * time.Millisecond, Actions: []sim.Action{
+			{At: 0, Kind: sim.FaultBridge, Target: 0, Duration: 4 * time.Second},
+			{At: 0, Kind: sim.FaultCrash, Target: 1, Duration: 1500 * time.Millisecond},
+			{At: 0, Kind: sim.FaultCrash, Target: 2, Duration: 1500 * time.Millisecond},
+		}}
+		res, err := sim.RunSchedule(o, seed, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Violation != nil {
+			t.Fatalf("seed %d:\n%v", seed, res.Violation)
+		}
+		late := 0
+		for _, line := range strings.Split(trace.String(), "\n") {
+			f := strings.Fields(line)
+			if len(f) < 5 || f[2] != "send" || (f[1] != "n2" && f[1] != "n3") || (f[4] != "PreVote" && f[4] != "Vote") {
+				continue
+			}
+			at, err := time.ParseDuration(f[0])
+			if err == nil && at > res.End-30*time.Second {
+				late++
+			}
+		}
+		if late != 0 {
+			t.Errorf("seed %d: n2 and n3 sent %d (pre-)vote requests in the 30 s after liveness, want 0", seed, late)
 		}
 	}
 }
