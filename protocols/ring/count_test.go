@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/conclave-agent/conclave/internal/racetest"
 	"github.com/conclave-agent/conclave/protocols"
 )
 
@@ -176,8 +177,10 @@ func TestMessageCountTable(t *testing.T) {
 	for _, n := range []int{8, 64, 512} {
 		trials := 100
 		if n > 64 {
-			if testing.Short() {
-				break // some 20 s of CPU
+			if testing.Short() || racetest.Enabled {
+				// Some 20 s of CPU, ten times that under the race
+				// detector: scripts/test runs it without.
+				break
 			}
 			trials = 10
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/conclave-agent/conclave/protocols"
 	"github.com/conclave-agent/conclave/sim"
+	"github.com/conclave-agent/conclave/sim/registry"
 )
 
 var smallSizes = []int{3, 5, 9}
@@ -157,8 +158,8 @@ func jsonRows(t *testing.T, args ...string) []Row {
 // TestEveryTrialElects: one row per protocol and size, every trial elected.
 func TestEveryTrialElects(t *testing.T) {
 	rows := jsonRows(t, "-sizes", "3,5,9", "-trials", "3", "-fleet=")
-	if len(rows) != 4*3 {
-		t.Fatalf("%d rows, want 12", len(rows))
+	if want := len(registry.Names()) * 3; len(rows) != want {
+		t.Fatalf("%d rows, want %d (every bare protocol of the registry at 3 sizes)", len(rows), want)
 	}
 	for _, r := range rows {
 		if r.Trials != 3 || r.Elected != 3 || len(r.Failures) > 0 || r.MsgsPerElection <= 0 ||
