@@ -20,6 +20,7 @@ const coreSchedules = 2000
 // driver, with real phi detectors, the membership model and the failover
 // probe (sim core mode).
 func TestCoreSchedules(t *testing.T) {
+	racetest.SkipSampledSchedules(t)
 	for _, name := range registry.CoreNames() {
 		t.Run(name, func(t *testing.T) {
 			o, err := registry.Options(name)

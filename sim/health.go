@@ -40,8 +40,9 @@ type healthRun struct {
 	fire int
 	// told is the candidacy each node's protocol instance last got.
 	told []protocols.Candidacy
-	// leading records, per node, whether its last SoftState said leader,
-	// and in which epoch.
+	// leading records, per node, the epoch it last announced leading
+	// (0: never): leadership is given when a node announces leading an
+	// epoch it did not lead before.
 	leading []uint64
 }
 
@@ -229,11 +230,13 @@ func (r *run) healthSoft(n *node, ss protocols.SoftState) {
 		return
 	}
 	r.healthInit()
-	was := r.hl.leading[n.idx]
 	if ss.Role != protocols.Leader {
-		r.hl.leading[n.idx] = 0
+		// Not cleared: in core mode the status stops saying leader when
+		// the lease lapses and says it again when a quorum answers, in
+		// the same epoch; leadership was given once, when it was won.
 		return
 	}
+	was := r.hl.leading[n.idx]
 	r.hl.leading[n.idx] = ss.Epoch
 	// Ineligible as its protocol was told: a paused process learns of a
 	// change only when it runs again (its own checks do not run either).

@@ -28,6 +28,7 @@ func healthOptions(t *testing.T, unsafe majority.Unsafe) sim.Options {
 // flapping eligibility, maintenance in the middle of elections, preferred
 // nodes, and preferred nodes crashing mid-transfer.
 func TestMajorityHealthSchedules(t *testing.T) {
+	racetest.SkipSampledSchedules(t)
 	o := healthOptions(t, majority.Unsafe{})
 	if replay(t, o) {
 		return
@@ -122,6 +123,7 @@ func bullyRingHealthOptions(t *testing.T, name string) sim.Options {
 // restart; after the heal and a quiet the live, eligible node of highest
 // rank (priority, id) leads.
 func TestBullyRingHealthSchedules(t *testing.T) {
+	racetest.SkipSampledSchedules(t)
 	n := healthSchedules / 4
 	if testing.Short() || racetest.Enabled {
 		n = 100
@@ -185,6 +187,7 @@ func idsOnly(name string) sim.Factory {
 // member's election round the others for ever until ring stopped routing
 // an election message past its own candidate (docs/bully-ring.md).
 func TestCoreHealthSchedules(t *testing.T) {
+	racetest.SkipSampledSchedules(t)
 	for _, name := range []string{"core-bully", "core-ring", "core-ring-hs"} {
 		t.Run(name, func(t *testing.T) {
 			n := 200

@@ -28,6 +28,7 @@ func majorityOptions(t *testing.T, unsafe majority.Unsafe) sim.Options {
 func majorityFaults() []sim.FaultKind { return sim.MajorityFaults() }
 
 func TestMajoritySchedules(t *testing.T) {
+	racetest.SkipSampledSchedules(t)
 	o := majorityOptions(t, majority.Unsafe{})
 	if replay(t, o) {
 		return

@@ -19,6 +19,7 @@ import (
 // heal. Before the ceiling, 2^64−2 wrapped the next term and liveness
 // failed.
 func TestPoisonedTermsAndEpochs(t *testing.T) {
+	racetest.SkipSampledSchedules(t)
 	runs := 60
 	if testing.Short() || racetest.Enabled {
 		runs = 10 // the race detector slows the simulator some tenfold

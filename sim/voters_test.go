@@ -29,6 +29,7 @@ func voterOptions(t *testing.T, unsafe majority.Unsafe) sim.Options {
 }
 
 func TestMajorityVoterChangeSchedules(t *testing.T) {
+	racetest.SkipSampledSchedules(t)
 	o := voterOptions(t, majority.Unsafe{})
 	if replay(t, o) {
 		return

@@ -816,7 +816,7 @@ func (n *Node) Step(now protocols.Time, m protocols.Message) error {
 	if (m.Kind == protocols.MsgPreVoteResp || m.Kind == protocols.MsgVoteResp) && m.Reject {
 		n.adoptNewerConfig(m)
 	}
-	n.noteConfigHeld(m)
+	n.noteConfigHeld(now, m)
 
 	if n.noteBootstrapReply(now, m) {
 		return nil
@@ -916,7 +916,7 @@ func (n *Node) adoptNewerConfig(m protocols.Message) {
 // not — campaigns for ever unless a leader's heartbeat tells it what is
 // committed, and a leader heartbeats only its voters when gossip carries
 // the rest.
-func (n *Node) noteConfigHeld(m protocols.Message) {
+func (n *Node) noteConfigHeld(now protocols.Time, m protocols.Message) {
 	if n.state == stateLeader || n.committed == n.conf || n.conf.Index == 0 || m.Config() != n.conf {
 		return
 	}
@@ -930,6 +930,12 @@ func (n *Node) noteConfigHeld(m protocols.Message) {
 	}
 	n.committed = n.conf
 	n.log.Infow("configuration committed: a majority of its voters hold it", "config", n.conf.String())
+	if n.state != stateFollower && !n.mayCampaign() {
+		// A (pre-)candidate outside the committed configuration can
+		// never win: it follows (an observer) instead of waiting as a
+		// candidate for ever.
+		n.becomeFollower(now, n.term, protocols.None)
+	}
 }
 
 // leaseHolds reports whether this node must refuse other candidates because

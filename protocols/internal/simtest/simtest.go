@@ -59,9 +59,10 @@ type Check func(res sim.Result, nodes map[protocols.ID]protocols.Protocol) strin
 // checks). It returns the summed statistics.
 func RunSchedules(t *testing.T, count int, f sim.Factory, opts func(f sim.Factory) sim.Options, check Check) sim.Stats {
 	t.Helper()
-	if testing.Short() || racetest.Enabled {
-		// A sample under -race or -short; scripts/test also runs the full
-		// count without the race detector.
+	racetest.SkipSampledSchedules(t)
+	if testing.Short() {
+		// A sample under -short (the fast tier); the schedules matrix
+		// runs these fault sets in full.
 		count /= 10
 	}
 	var (
