@@ -92,6 +92,12 @@ type Unsafe struct {
 	// forgetting a lease it may have granted just before the crash (the
 	// rule the restart wait replaced).
 	RestartForgetsLease bool
+	// IgnoreHeldConfig turns off learning that a configuration is
+	// committed from a majority of its voters holding it (noteConfigHeld):
+	// a member left out of the voters keeps campaigning until a leader's
+	// heartbeat tells it. With RestartForgetsLease it is the code before
+	// both rules.
+	IgnoreHeldConfig bool
 	// LeaseTooLong makes a leader count its lease for three election
 	// timeouts after a confirmed round instead of ET·(1−ρ)/(1+ρ), so it
 	// keeps reporting a valid lease after voters may have elected another.

@@ -917,7 +917,7 @@ func (n *Node) adoptNewerConfig(m protocols.Message) {
 // committed, and a leader heartbeats only its voters when gossip carries
 // the rest.
 func (n *Node) noteConfigHeld(now protocols.Time, m protocols.Message) {
-	if n.state == stateLeader || n.committed == n.conf || n.conf.Index == 0 || m.Config() != n.conf {
+	if n.cfg.Unsafe.IgnoreHeldConfig || n.state == stateLeader || n.committed == n.conf || n.conf.Index == 0 || m.Config() != n.conf {
 		return
 	}
 	name := n.voterName(m.From)

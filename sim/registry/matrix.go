@@ -204,6 +204,7 @@ var plantedMajority = map[string]func(*majority.Unsafe){
 	"ineligible-campaigns":           func(u *majority.Unsafe) { u.IneligibleCampaigns = true },
 	"restart-forgets-lease":          func(u *majority.Unsafe) { u.RestartForgetsLease = true },
 	"lease-too-long":                 func(u *majority.Unsafe) { u.LeaseTooLong = true },
+	"ignore-held-config":             func(u *majority.Unsafe) { u.IgnoreHeldConfig = true },
 }
 
 // PlantedNames lists the planted majority bugs Plant accepts, sorted.
