@@ -71,6 +71,9 @@ const (
 		"(observers learn by gossip); open finding, docs/simulator.md"
 	offPoisonHealth = "poison (fault): with health faults the ring variants may elect nobody after the heal " +
 		"once a poisoned epoch was adopted (liveness); open finding, docs/simulator.md"
+	offLivenessHSHealth = "liveness and preferred-leads (after liveness): an HS candidate whose round was lost " +
+		"under health faults may stay a candidate for good while the others follow another leader " +
+		"(about 1 in 60,000 schedules); open finding, docs/simulator.md finding 13, a ring liveness tail"
 	naVoters = "bully and ring have no replicated voter set: their members are whoever gossip " +
 		"(or the bare run's fixed list) says is up"
 )
@@ -100,6 +103,9 @@ func Matrix() []Cell {
 				c.Off = append(c.Off, offProbeHealth)
 				if majority {
 					c.Off = append(c.Off, offPreferredMajority)
+				}
+				if v == "core-ring-hs" {
+					c.Off = append(c.Off, offLivenessHSHealth)
 				}
 			case set == SetHealth && majority:
 				c.Off = append(c.Off, offPreferredMajority)
@@ -170,6 +176,9 @@ func (c Cell) Options() (sim.Options, error) {
 		// takeover, then the preferred-leader check.
 		o.Checks.Settle = 13 * o.ElectionTimeout
 		o.Checks.Preferred = true
+	}
+	if slices.Contains(c.Off, offLivenessHSHealth) {
+		o.Checks.LivenessBound, o.Checks.Preferred, o.Checks.Settle = 0, false, 0
 	}
 	return o, nil
 }
