@@ -26,17 +26,7 @@ import (
 func TestMismatchedVoterLists(t *testing.T) {
 	c := newCluster(t, 3, "majority")
 	n1 := c.host("n1")
-	b, err := os.ReadFile(n1.cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := string(b)
-	i := strings.Index(cfg, "voters = [")
-	j := strings.Index(cfg[i:], "\n")
-	cfg = cfg[:i] + `voters = ["n1"]` + cfg[i+j:]
-	if err := os.WriteFile(n1.cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	onlyItself(t, n1)
 
 	// Every host's status is polled throughout; two hosts saying
 	// role=leader for one epoch fail the test.
@@ -270,16 +260,7 @@ func TestVoterChangesAcrossHosts(t *testing.T) {
 func TestLoneSeedThenClusterStaysQuiet(t *testing.T) {
 	c := newCluster(t, 3, "majority")
 	n1 := c.host("n1")
-	b, err := os.ReadFile(n1.cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := string(b)
-	i := strings.Index(cfg, "voters = [")
-	j := strings.Index(cfg[i:], "\n")
-	if err := os.WriteFile(n1.cfgPath, []byte(cfg[:i]+`voters = ["n1"]`+cfg[i+j:]), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	onlyItself(t, n1)
 	w := c.watch()
 	c.start(n1)
 	waitFor(t, "n1 to lead alone", func() (bool, string) {
@@ -353,4 +334,22 @@ func electionsStarted(t *testing.T, h *host) float64 {
 	}
 	t.Fatalf("%s: no conclave_elections_started_total in its metrics:\n%s", h.name, body)
 	return 0
+}
+
+// onlyItself rewrites h's config file so that election.voters lists h
+// alone (config.example.toml's value), the operator's mistake these tests
+// start from.
+func onlyItself(t *testing.T, h *host) {
+	t.Helper()
+	b, err := os.ReadFile(h.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := string(b)
+	i := strings.Index(cfg, "voters = [")
+	j := strings.Index(cfg[i:], "\n")
+	cfg = cfg[:i] + fmt.Sprintf("voters = [%q]", h.name) + cfg[i+j:]
+	if err := os.WriteFile(h.cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }

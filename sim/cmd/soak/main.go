@@ -129,18 +129,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if *replay != 0 {
-		o.Trace = stdout
-		res, err := sim.Run(o, *replay)
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 2
-		}
-		fmt.Fprintf(stdout, "\nseed %d: %d nodes, ended at %v, trace hash %016x\n%s", res.Seed, res.Schedule.Nodes, res.End, res.TraceHash, res.Stats)
-		if res.Violation != nil {
-			fmt.Fprintln(stdout, res.Violation)
-			return 1
-		}
-		return 0
+		return replayOne(o, *replay, stdout, stderr)
 	}
 
 	start := time.Now()
@@ -270,18 +259,7 @@ func runCell(name, planted string, schedules int, seed uint64, workers, maxViol 
 		unsafeFlag = " -unsafe " + planted
 	}
 	if replay != 0 {
-		o.Trace = stdout
-		res, err := sim.Run(o, replay)
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 2
-		}
-		fmt.Fprintf(stdout, "\nseed %d: %d nodes, ended at %v, trace hash %016x\n%s", res.Seed, res.Schedule.Nodes, res.End, res.TraceHash, res.Stats)
-		if res.Violation != nil {
-			fmt.Fprintln(stdout, res.Violation)
-			return 1
-		}
-		return 0
+		return replayOne(o, replay, stdout, stderr)
 	}
 	start := time.Now()
 	st, bad, err := sim.RunMany(o, sim.Batch{Base: seed, Schedules: schedules, Workers: workers, MaxViolations: maxViol})
@@ -302,6 +280,23 @@ func runCell(name, planted string, schedules int, seed uint64, workers, maxViol 
 		}
 	}
 	if len(bad) > 0 {
+		return 1
+	}
+	return 0
+}
+
+// replayOne runs schedule seed with its full trace and reports it: exit
+// status 1 when it violated an invariant, 2 when it could not run.
+func replayOne(o sim.Options, seed uint64, stdout, stderr io.Writer) int {
+	o.Trace = stdout
+	res, err := sim.Run(o, seed)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	fmt.Fprintf(stdout, "\nseed %d: %d nodes, ended at %v, trace hash %016x\n%s", res.Seed, res.Schedule.Nodes, res.End, res.TraceHash, res.Stats)
+	if res.Violation != nil {
+		fmt.Fprintln(stdout, res.Violation)
 		return 1
 	}
 	return 0
