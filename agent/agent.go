@@ -29,6 +29,7 @@ import (
 	"github.com/conclave-agent/conclave/api"
 	"github.com/conclave-agent/conclave/config"
 	"github.com/conclave-agent/conclave/core"
+	"github.com/conclave-agent/conclave/health"
 	"github.com/conclave-agent/conclave/internal/netaddr"
 	"github.com/conclave-agent/conclave/internal/ratelog"
 	"github.com/conclave-agent/conclave/localapi"
@@ -50,10 +51,6 @@ const (
 	maxSleep = 250 * time.Millisecond
 	minSleep = 200 * time.Microsecond
 )
-
-// maxClockDrift is the clock-rate drift the majority lease tolerates. NTP
-// keeps real clocks within a few hundred ppm; 1% is a wide margin.
-const maxClockDrift = 0.01
 
 // handoverTimeout bounds how long a resigning leader waits on shutdown for
 // its successor before it leaves anyway.
@@ -129,17 +126,13 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 		hub:      localapi.NewHub(watchBuffer),
 		loopDone: make(chan struct{}),
 		killed:   make(chan struct{}),
-		self: protocols.Member{
-			ID:    protocols.ID(cfg.Node.ID),
-			Name:  cfg.Node.Name,
-			Voter: core.IsVoter(cfg.Election.Protocol, cfg.Election.Voters, cfg.Node.Name),
-		},
 	}
 	defer func() {
 		if err != nil {
 			a.closeAll()
 		}
 	}()
+	a.self = core.ConfigFrom(cfg, core.Start{}).Election.Self
 
 	if err := os.MkdirAll(cfg.Node.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("agent: create data directory: %w", err)
@@ -286,40 +279,23 @@ func clusterKey(cfg config.Config) ([]byte, error) {
 	return key, nil
 }
 
-// coreConfig maps the configuration and the persisted state onto the
-// core's.
+// coreConfig is the core's configuration: the file's, mapped by
+// core.ConfigFrom, with what this process knows at start.
 func (a *Agent) coreConfig(hs protocols.HardState, observed uint64, peerAddr string) core.Config {
-	cfg := a.cfg
 	seed := uint64(time.Now().UnixNano()) ^ uint64(a.self.ID)<<32
-	d := cfg.Detector
-	return core.Config{
-		Election: core.ProtocolSpec{
-			Protocol:          cfg.Election.Protocol,
-			RingAlgorithm:     cfg.Election.RingAlgorithm,
-			Self:              a.self,
-			Voters:            cfg.Election.Voters,
-			ElectionTimeout:   cfg.Election.ElectionTimeout.Std(),
-			HeartbeatInterval: d.HeartbeatInterval.Std(),
-			PreVote:           cfg.Election.PreVote,
-			CheckQuorum:       cfg.Election.CheckQuorum,
-			Preempt:           cfg.Election.Preempt,
-			MaxClockDrift:     maxClockDrift,
-			HardState:         hs,
-			Now:               a.now(),
-			Rand:              core.NewRand(seed, uint64(os.Getpid())),
-			Logger:            zapLogger{a.log.Named("election").Sugar()},
-			Candidacy:         initialCandidacy(cfg),
-			PreemptDelay:      cfg.Election.PreemptDelay.Std(),
-		},
-		Detector:      cfg.Detector.PhiConfig(),
-		Gossip:        a.gossip != nil,
-		Reachable:     a.tr.Reachable,
-		Meta:          api.NewMeta(cfg.Node.Meta),
-		GossipAddr:    a.gossipAddr,
-		TransportAddr: peerAddr,
-		Logger:        a.log.Sugar(),
-		ObservedEpoch: observed,
-	}
+	return core.ConfigFrom(a.cfg, core.Start{
+		HardState:      hs,
+		ObservedEpoch:  observed,
+		Now:            a.now(),
+		Rand:           core.NewRand(seed, uint64(os.Getpid())),
+		Logger:         a.log.Sugar(),
+		ProtocolLogger: zapLogger{a.log.Named("election").Sugar()},
+		Gossip:         a.gossip != nil,
+		Reachable:      a.tr.Reachable,
+		GossipAddr:     a.gossipAddr,
+		TransportAddr:  peerAddr,
+		Maintenance:    maintenanceOnDisk(a.cfg),
+	})
 }
 
 // zapLogger adapts zap to protocols.Logger.
@@ -605,9 +581,12 @@ func (s *agentShell) PublishDigest(digest, ext string) {
 	}
 }
 
-func (s *agentShell) Publish(st api.Status) {
-	s.hub.Publish(st)
-	(*Agent)(s).fireHooks(st)
+func (s *agentShell) Publish(st api.Status) { s.hub.Publish(st) }
+
+func (s *agentShell) FireHooks(t core.Transition) {
+	if s.health != nil {
+		s.health.hooks.Fire(health.Transition(t))
+	}
 }
 
 func (s *agentShell) Settle(cs []core.Confirmation) {

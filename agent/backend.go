@@ -111,10 +111,9 @@ func (a *Agent) consistentStatus(ctx context.Context) (api.Status, error) {
 		done  chan error
 		cfErr error
 	)
-	timeout := a.cfg.Election.ElectionTimeout.Std()
 	err := a.do(ctx, func() {
 		now := a.now()
-		token, wait, err := a.core.ConfirmLeadership(now, timeout)
+		token, wait, err := a.core.ConfirmLeadership(now)
 		if err != nil {
 			cfErr = err
 			return
@@ -151,10 +150,7 @@ func (a *Agent) consistentStatus(ctx context.Context) (api.Status, error) {
 // settleConfirm answers the consistent reads waiting on a quorum round.
 func (a *Agent) settleConfirm(c core.Confirmation) {
 	var err error
-	switch {
-	case errors.Is(c.Err, core.ErrConfirmTimeout):
-		err = fmt.Errorf("%w: no quorum confirmed leadership within %v", localapi.ErrUnavailable, a.cfg.Election.ElectionTimeout.Std())
-	case c.Err != nil:
+	if c.Err != nil {
 		err = fmt.Errorf("%w: %v", localapi.ErrUnavailable, c.Err)
 	}
 	for _, done := range a.confirms[c.Token] {

@@ -20,7 +20,6 @@ import (
 	"github.com/conclave-agent/conclave/core"
 	"github.com/conclave-agent/conclave/health"
 	"github.com/conclave-agent/conclave/localapi"
-	"github.com/conclave-agent/conclave/protocols"
 )
 
 // healthGlue is the agent's health state. The runner and hooks run in
@@ -30,9 +29,6 @@ type healthGlue struct {
 	hooks  *health.Hooks
 	// maint is the maintenance record in force, nil when none.
 	maint *health.Maint
-	// lastHook is the transition the hooks last fired for, with its
-	// leader and epoch, so a repeated view does not fire twice.
-	lastHook health.Transition
 }
 
 // healthSpecs turns the configuration's checks and hooks into the health
@@ -50,16 +46,12 @@ func healthSpecs(cfg config.Config) ([]health.CheckSpec, []health.HookSpec) {
 	return checks, hooks
 }
 
-// initialCandidacy is the candidacy an agent starts with: ineligible while
-// in maintenance, and while it has checks that have not passed yet (it
-// must not lead before its service is known healthy), or when the
-// maintenance record cannot be read (an operator asked for maintenance;
-// never lose that silently).
-func initialCandidacy(cfg config.Config) protocols.Candidacy {
-	c := protocols.Candidacy{Priority: uint8(cfg.Node.Priority)}
+// maintenanceOnDisk reports whether the data directory holds a
+// maintenance record, or one that cannot be read (the core treats both as
+// maintenance: an operator asked for it).
+func maintenanceOnDisk(cfg config.Config) bool {
 	_, on, err := health.ReadMaint(cfg.Node.DataDir)
-	c.Ineligible = on || err != nil || len(cfg.Checks) > 0
-	return c
+	return on || err != nil
 }
 
 // userMeta is node.meta as published in gossip ("" for none).
@@ -113,13 +105,11 @@ func (a *Agent) healthChanged() <-chan struct{} {
 	return a.health.runner.Changed()
 }
 
-// currentHealth is what the checks and maintenance say now.
+// currentHealth is what the checks and maintenance say now; the core
+// decides what it means for candidacy.
 func (a *Agent) currentHealth() core.Health {
 	g := a.health
-	h := core.Health{Candidacy: protocols.Candidacy{
-		Ineligible: g.maint != nil || !g.runner.Passing(),
-		Priority:   uint8(a.cfg.Node.Priority),
-	}}
+	h := core.Health{Maintenance: g.maint != nil, ChecksFailing: !g.runner.Passing()}
 	rep := &api.HealthReport{Status: api.HealthPassing, Priority: a.cfg.Node.Priority}
 	for _, c := range g.runner.Snapshot() {
 		rep.Checks = append(rep.Checks, api.CheckState{Name: c.Name, Status: c.Status, Output: c.Output, LastRun: c.LastRun})
@@ -142,28 +132,6 @@ func (a *Agent) applyHealth() {
 		return
 	}
 	a.core.SetHealth(a.now(), a.currentHealth())
-}
-
-// fireHooks fires the hooks for a newly published status. On the loop; it
-// never blocks (Hooks.Fire only queues).
-func (a *Agent) fireHooks(st api.Status) {
-	if a.health == nil {
-		return
-	}
-	t := health.Transition{Epoch: st.Epoch, Leader: st.Leader, Role: st.Role}
-	switch {
-	case st.Role == api.RoleLeader:
-		t.On = health.OnLeader
-	case st.Leader != "":
-		t.On = health.OnFollower
-	default:
-		t.On = health.OnNoLeader
-	}
-	if t == a.health.lastHook {
-		return
-	}
-	a.health.lastHook = t
-	a.health.hooks.Fire(t)
 }
 
 var _ localapi.MaintBackend = backend{}

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/conclave-agent/conclave/protocols"
@@ -10,6 +11,7 @@ import (
 type confirmWait struct {
 	token    uint64
 	deadline protocols.Time
+	timeout  time.Duration
 }
 
 // ConfirmLeadership starts a consistent read: a fresh quorum round that
@@ -17,8 +19,8 @@ type confirmWait struct {
 // is nothing to wait for — this node does not lead, so its status makes no
 // claim to confirm — and the caller answers with Status at once. Otherwise
 // a Confirmation with the returned token arrives in a later Ready, within
-// timeout.
-func (n *Node) ConfirmLeadership(now protocols.Time, timeout time.Duration) (token uint64, wait bool, err error) {
+// Config.ConfirmTimeout.
+func (n *Node) ConfirmLeadership(now protocols.Time) (token uint64, wait bool, err error) {
 	confirmer, ok := n.proto.(protocols.Confirmer)
 	if !ok {
 		return 0, false, ErrConfirmUnsupported
@@ -32,7 +34,11 @@ func (n *Node) ConfirmLeadership(now protocols.Time, timeout time.Duration) (tok
 		// The lease ran out between the two questions: not leader.
 		return 0, false, nil
 	}
-	n.confirms = append(n.confirms, confirmWait{token: token, deadline: now.Add(timeout)})
+	timeout := n.cfg.ConfirmTimeout
+	if timeout <= 0 {
+		timeout = n.cfg.Election.ElectionTimeout
+	}
+	n.confirms = append(n.confirms, confirmWait{token: token, deadline: now.Add(timeout), timeout: timeout})
 	return token, true, nil
 }
 
@@ -48,7 +54,7 @@ func (n *Node) checkConfirms(now protocols.Time) {
 		case confirmer.Confirmed(w.token):
 			n.settled = append(n.settled, Confirmation{Token: w.token})
 		case now >= w.deadline:
-			n.settled = append(n.settled, Confirmation{Token: w.token, Err: ErrConfirmTimeout})
+			n.settled = append(n.settled, Confirmation{Token: w.token, Err: fmt.Errorf("%w within %v", ErrConfirmTimeout, w.timeout)})
 		case n.proto.Status(now).Role != protocols.Leader:
 			n.settled = append(n.settled, Confirmation{Token: w.token, Err: ErrLostLeadership})
 		default:

@@ -28,6 +28,8 @@ type Shell interface {
 	PublishDigest(digest, ext string)
 	// Publish tells local watchers the new status.
 	Publish(st api.Status)
+	// FireHooks runs the hooks configured for t.On.
+	FireHooks(t Transition)
 	// Settle answers consistent reads.
 	Settle(cs []Confirmation)
 }
@@ -71,6 +73,9 @@ func Drain(n *Node, sh Shell) error {
 		}
 		if rd.Status != nil {
 			sh.Publish(*rd.Status)
+		}
+		if rd.Transition != nil {
+			sh.FireHooks(*rd.Transition)
 		}
 		if len(rd.Confirmations) > 0 {
 			sh.Settle(rd.Confirmations)

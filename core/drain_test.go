@@ -39,6 +39,7 @@ func (s *recShell) Gossip([]observe.Announcement) { s.order = append(s.order, "g
 func (s *recShell) PublishDigest(string, string)  { s.order = append(s.order, "digest") }
 func (s *recShell) Publish(api.Status)            { s.order = append(s.order, "status") }
 func (s *recShell) Settle([]Confirmation)         { s.order = append(s.order, "settle") }
+func (s *recShell) FireHooks(Transition)          { s.order = append(s.order, "hooks") }
 func (s *recShell) index(step string) int         { return indexOf(s.order, step) }
 func indexOf(xs []string, x string) int {
 	for i, v := range xs {

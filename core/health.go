@@ -6,19 +6,34 @@ import (
 )
 
 // Health is what the shell knows of this agent's fitness to lead
-// (docs/health.md): the candidacy its checks and maintenance mode give it,
-// and the report its status shows. The decisions that follow — an
-// ineligible node does not campaign, a leader hands over — are the
-// protocol's (protocols.CandidacySetter).
+// (docs/health.md): the facts its checks and maintenance record give, and
+// the report its status shows. The decisions that follow are the core's
+// (the eligibility rule, in candidacyOf) and the protocol's (an
+// ineligible node does not campaign, a leader hands over;
+// protocols.CandidacySetter).
 type Health struct {
-	Candidacy protocols.Candidacy
+	// Maintenance: an operator asked for maintenance, or the record of it
+	// cannot be read.
+	Maintenance bool
+	// ChecksFailing: a configured check has not passed (yet), or failed.
+	ChecksFailing bool
 	// Report is shown as the status's health; nil leaves it out (an
 	// agent whose health glue has not started).
 	Report *api.HealthReport
 }
 
-// SetHealth gives the protocol a new candidacy when it changed and keeps
-// the report for the status.
+// candidacyOf is the eligibility rule: a node leads only when it is not
+// in maintenance and every check passes. Its priority is the
+// configuration's and never changes at runtime.
+func (n *Node) candidacyOf(h Health) protocols.Candidacy {
+	return protocols.Candidacy{
+		Ineligible: h.Maintenance || h.ChecksFailing,
+		Priority:   n.cfg.Election.Candidacy.Priority,
+	}
+}
+
+// SetHealth gives the protocol a new candidacy when the facts change it
+// and keeps the report for the status.
 //
 // The new status is published to watchers even when who leads does not
 // change: the health it reports did (maintenance turned on while a check
@@ -29,13 +44,14 @@ func (n *Node) SetHealth(now protocols.Time, h Health) {
 	defer n.settle(now)
 	n.health = h.Report
 	n.forcePublish = true
-	if h.Candidacy == n.candidacy {
+	c := n.candidacyOf(h)
+	if c == n.candidacy {
 		return
 	}
-	n.candidacy = h.Candidacy
-	n.log.Infow("candidacy", "eligible", h.Candidacy.Eligible(), "priority", h.Candidacy.Priority)
+	n.candidacy = c
+	n.log.Infow("candidacy", "eligible", c.Eligible(), "priority", c.Priority)
 	if cs, ok := n.proto.(protocols.CandidacySetter); ok {
-		cs.SetCandidacy(now, h.Candidacy)
+		cs.SetCandidacy(now, c)
 	}
 }
 

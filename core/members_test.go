@@ -25,6 +25,8 @@ type testNode struct {
 	probed map[protocols.ID]bool
 	// announced counts the announcements handed out for gossip.
 	announced int
+	// hooks lists the transitions the hooks fired for.
+	hooks []Transition
 	now       protocols.Time
 	logs      *observer.ObservedLogs
 }
@@ -68,6 +70,9 @@ func (tn *testNode) drain() {
 	for tn.HasReady() {
 		rd := tn.Ready()
 		tn.announced += len(rd.Announcements)
+		if rd.Transition != nil {
+			tn.hooks = append(tn.hooks, *rd.Transition)
+		}
 	peers:
 		for _, p := range rd.Peers {
 			if p.Remove {

@@ -59,6 +59,9 @@ type Config struct {
 	// agent reports never goes, though what it learned by gossip was
 	// lost with the restart (docs/design.md §1.2).
 	ObservedEpoch uint64
+	// ConfirmTimeout bounds a consistent read's quorum round
+	// (ConfirmLeadership); zero means the election timeout.
+	ConfirmTimeout time.Duration
 	// Unsafe plants deliberate policy bugs (simulator tests only).
 	Unsafe Unsafe
 }
@@ -126,7 +129,7 @@ type Confirmation struct {
 // Errors that settle a consistent read or refuse to start one.
 var (
 	ErrConfirmUnsupported = errors.New("protocol has no quorum to confirm leadership with; only majority does")
-	ErrConfirmTimeout     = errors.New("no quorum confirmed leadership in time")
+	ErrConfirmTimeout     = errors.New("no quorum confirmed leadership")
 	ErrLostLeadership     = errors.New("lost leadership while confirming it")
 )
 
@@ -143,7 +146,8 @@ var (
 //  3. Apply Peers: add, re-address or remove transport peers.
 //  4. Gossip Announcements.
 //  5. Publish Digest and DigestExt in this agent's gossip metadata.
-//  6. Publish Status to local watchers (and run hooks).
+//  6. Publish Status to local watchers, then fire the hooks configured
+//     for Transition (its On).
 //  7. Settle Confirmations: answer the consistent reads they name.
 //  8. Call Advance(rd). Only Advance acknowledges: the core drops what rd
 //     carried then, and not before, so a batch the shell could not carry
@@ -167,6 +171,9 @@ type Ready struct {
 	// Status is the new status when who leads, in which role or epoch
 	// changed; nil otherwise.
 	Status *api.Status
+	// Transition, when not nil, is a change of leadership the hooks have
+	// not fired for (core/hooks.go); it comes with Status.
+	Transition *Transition
 	// Digest, when not empty, is this node's new settings digest, to
 	// publish in gossip metadata with DigestExt, its extension (which may
 	// be empty; docs/voters.md).
@@ -245,6 +252,10 @@ type Node struct {
 	announce []observe.Announcement
 	pending  *api.Status
 	settled  []Confirmation
+	// hook is the transition to fire hooks for; hooked the last one the
+	// shell acknowledged firing (core/hooks.go).
+	hook   *Transition
+	hooked Transition
 }
 
 // New builds a Node from a configuration and the persisted state in
@@ -333,7 +344,7 @@ func (n *Node) Resign(now protocols.Time) error {
 
 // HasReady reports whether Ready has anything to hand out.
 func (n *Node) HasReady() bool {
-	return n.proto.HasReady() || len(n.peers) > 0 || len(n.announce) > 0 || n.pending != nil || len(n.settled) > 0 ||
+	return n.proto.HasReady() || len(n.peers) > 0 || len(n.announce) > 0 || n.pending != nil || n.hook != nil || len(n.settled) > 0 ||
 		!n.vt.published || n.obs.persist != 0
 }
 
@@ -360,6 +371,7 @@ func (n *Node) Ready() Ready {
 	rd.Peers = n.peers
 	rd.Announcements = n.announce
 	rd.Status = n.pending
+	rd.Transition = n.hook
 	rd.Confirmations = n.settled
 	if !n.vt.published {
 		rd.Digest, rd.DigestExt, rd.digestOut = n.vt.digest, n.vt.digestExt, true
@@ -385,6 +397,12 @@ func (n *Node) Advance(rd Ready) {
 	n.announce = dropFront(n.announce, len(rd.Announcements))
 	if n.pending == rd.Status {
 		n.pending = nil
+	}
+	if rd.Transition != nil {
+		n.hooked = *rd.Transition
+		if n.hook == rd.Transition {
+			n.hook = nil
+		}
 	}
 	n.settled = dropFront(n.settled, len(rd.Confirmations))
 	if rd.digestOut && rd.Digest == n.vt.digest && rd.DigestExt == n.vt.digestExt {

@@ -149,10 +149,9 @@ func TestUnknownSenderIsRefused(t *testing.T) {
 // while a check already fails).
 func TestHealthReportIsPublished(t *testing.T) {
 	tn := policyNode(t, ProtocolSpec{Protocol: ProtocolMajority, Voters: []string{"self"}}, false, Unsafe{})
-	ineligible := protocols.Candidacy{Ineligible: true}
-	tn.SetHealth(tn.now, Health{Candidacy: ineligible, Report: &api.HealthReport{Status: api.HealthFailing}})
+	tn.SetHealth(tn.now, Health{ChecksFailing: true, Report: &api.HealthReport{Status: api.HealthFailing}})
 	tn.drain()
-	tn.SetHealth(tn.now, Health{Candidacy: ineligible, Report: &api.HealthReport{Status: api.HealthMaintenance}})
+	tn.SetHealth(tn.now, Health{ChecksFailing: true, Maintenance: true, Report: &api.HealthReport{Status: api.HealthMaintenance}})
 	var published *api.Status
 	for tn.HasReady() {
 		rd := tn.Ready()

@@ -237,4 +237,5 @@ func (n *Node) settle(now protocols.Time) {
 	}
 	st := n.Status(now)
 	n.pending = &st
+	n.noteTransition(st)
 }

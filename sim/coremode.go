@@ -130,10 +130,12 @@ func (p coreProto) HasReady() bool                                     { return 
 func (p coreProto) Ready() protocols.Ready                             { return protocols.Ready{} }
 func (p coreProto) Advance(protocols.Ready)                            {}
 
-// SetCandidacy gives the core the health nemesis's candidacy, as the
-// agent's health glue does (core.Node.SetHealth).
+// SetCandidacy gives the core the health nemesis's eligibility as the
+// agent's health glue does (core.Node.SetHealth): as a fact (here,
+// maintenance) from which the core decides the candidacy. Priorities are
+// the configuration's, fixed for the run.
 func (p coreProto) SetCandidacy(now protocols.Time, c protocols.Candidacy) {
-	p.c.SetHealth(now, core.Health{Candidacy: c})
+	p.c.SetHealth(now, core.Health{Maintenance: c.Ineligible})
 }
 
 // ChangeVoters gives the core a voter change as the agent's voters glue
@@ -312,6 +314,9 @@ func (s coreShell) Publish(st api.Status) {
 
 // Settle has no reader: the simulator starts no consistent reads.
 func (s coreShell) Settle([]core.Confirmation) {}
+
+// FireHooks: the simulated nodes run no hooks.
+func (s coreShell) FireHooks(core.Transition) {}
 
 func boolBit(b bool) uint64 {
 	if b {

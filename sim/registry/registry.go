@@ -154,21 +154,44 @@ func CoreOptions(f sim.CoreFactory, checks func(time.Duration) sim.Checks, obser
 // observers' path of majority) and the given planted policy bugs (zero
 // for the real policy).
 func Core(protocol, algorithm string, unsafe core.Unsafe) sim.CoreFactory {
-	det := config.Default().Detector.PhiConfig()
 	return func(c sim.NodeConfig) (core.Config, error) {
-		s := spec(c, protocol)
-		s.RingAlgorithm = algorithm
+		cfg := config.Default()
+		cfg.Node.ID = uint64(c.Self.ID)
+		cfg.Node.Name = c.Self.Name
+		cfg.Node.Priority = int(c.Candidacy.Priority)
+		cfg.Election.Protocol = protocol
+		cfg.Election.RingAlgorithm = algorithm
+		cfg.Election.Voters = nil
 		if protocol == core.ProtocolMajority {
 			for _, m := range c.Members {
 				if m.Voter {
-					s.Voters = append(s.Voters, m.Name)
+					cfg.Election.Voters = append(cfg.Election.Voters, m.Name)
 				}
 			}
 		}
-		s.Members = nil
-		return core.Config{Election: s, Detector: det, Gossip: true, Unsafe: unsafe}, nil
+		cfg.Election.ElectionTimeout = config.Duration(c.ElectionTimeout)
+		cfg.Detector.HeartbeatInterval = config.Duration(c.HeartbeatInterval)
+		cfg.Election.PreVote, cfg.Election.CheckQuorum, cfg.Election.Preempt = true, true, true
+		cfg.Election.PreemptDelay = config.Duration(simPreemptDelay(c.ElectionTimeout))
+		cc := core.ConfigFrom(cfg, core.Start{
+			HardState:   c.HardState,
+			Now:         c.Now,
+			Rand:        c.Rand,
+			Gossip:      true,
+			Maintenance: c.Candidacy.Ineligible,
+		})
+		// The modelled clocks drift by the run's bound, so the lease
+		// tolerates that one.
+		cc.Election.MaxClockDrift = c.MaxClockDrift
+		cc.Unsafe = unsafe
+		return cc, nil
 	}
 }
+
+// simPreemptDelay is the preemption delay of simulated nodes: three
+// election timeouts, short enough that preferred-leader checks settle
+// within a schedule's quiet phase.
+func simPreemptDelay(et time.Duration) time.Duration { return 3 * et }
 
 // spec is the core's protocol spec for a simulated node: the agent's
 // production settings (PreVote, check-quorum and preemption on).
@@ -187,7 +210,7 @@ func spec(c sim.NodeConfig, protocol string) core.ProtocolSpec {
 		Now:               c.Now,
 		Rand:              c.Rand,
 		Candidacy:         c.Candidacy,
-		PreemptDelay:      3 * c.ElectionTimeout,
+		PreemptDelay:      simPreemptDelay(c.ElectionTimeout),
 	}
 }
 
