@@ -27,8 +27,8 @@ type testNode struct {
 	announced int
 	// hooks lists the transitions the hooks fired for.
 	hooks []Transition
-	now       protocols.Time
-	logs      *observer.ObservedLogs
+	now   protocols.Time
+	logs  *observer.ObservedLogs
 }
 
 // newTestShell is a testNode's shell side, before its Node is built.
