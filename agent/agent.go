@@ -93,7 +93,8 @@ type Agent struct {
 	snapshot atomic.Pointer[core.Snapshot]
 
 	// Loop-owned state.
-	confirms map[uint64][]chan error // consistent reads by token
+	confirms   map[uint64][]chan error          // consistent reads by token
+	voterWaits map[uint64]chan core.VoterResult // voter changes by token
 	// ceilingLog limits the warnings for terms and epochs beyond the
 	// ceiling: a hostile member may send them without end.
 	ceilingLog *ratelog.Limiter
@@ -118,14 +119,15 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 		lg = zap.NewNop()
 	}
 	a := &Agent{
-		cfg:      cfg,
-		log:      lg,
-		start:    time.Now(),
-		confirms: make(map[uint64][]chan error),
-		requests: make(chan func()),
-		hub:      localapi.NewHub(watchBuffer),
-		loopDone: make(chan struct{}),
-		killed:   make(chan struct{}),
+		cfg:        cfg,
+		log:        lg,
+		start:      time.Now(),
+		confirms:   make(map[uint64][]chan error),
+		voterWaits: make(map[uint64]chan core.VoterResult),
+		requests:   make(chan func()),
+		hub:        localapi.NewHub(watchBuffer),
+		loopDone:   make(chan struct{}),
+		killed:     make(chan struct{}),
 	}
 	defer func() {
 		if err != nil {
@@ -589,9 +591,12 @@ func (s *agentShell) FireHooks(t core.Transition) {
 	}
 }
 
-func (s *agentShell) Settle(cs []core.Confirmation) {
+func (s *agentShell) Settle(cs []core.Confirmation, vs []core.VoterResult) {
 	for _, c := range cs {
 		(*Agent)(s).settleConfirm(c)
+	}
+	for _, v := range vs {
+		(*Agent)(s).settleVoters(v)
 	}
 }
 

@@ -24,10 +24,6 @@ import (
 // committed. Everything that reads or changes election state runs on the
 // loop through a.do.
 
-// commitPoll is how often a change waiting for its commit looks at the
-// protocol's status: a heartbeat round (50 ms by default) commits it.
-const commitPoll = 10 * time.Millisecond
-
 var _ localapi.VoterBackend = backend{}
 
 // queryTimeout bounds asking the leader for its voters; past it a
@@ -124,49 +120,57 @@ func (a *Agent) votersErr(err error) error {
 }
 
 // changeVoters applies c on this agent, which must lead, and waits until
-// the change is committed, fails, or ctx ends.
+// the core settles it (committed, or why not) or ctx ends. The retry of an
+// add the protocol cannot count yet and the wait for the commit are the
+// core's (core.Node.ProposeVoters).
 func (a *Agent) changeVoters(ctx context.Context, c protocols.VoterChange) (api.Voters, error) {
 	var (
-		target protocols.Configuration
-		err    error
+		token uint64
+		err   error
+		done  = make(chan core.VoterResult, 1)
 	)
-	if doErr := a.do(ctx, func() { err = a.core.CheckVoterChange(a.now(), c) }); doErr != nil {
+	doErr := a.do(ctx, func() {
+		if token, err = a.core.ProposeVoters(a.now(), c); err == nil {
+			a.voterWaits[token] = done
+		}
+	})
+	if doErr != nil {
 		return api.Voters{}, doErr
 	}
 	if err != nil {
-		return api.Voters{}, a.votersErr(err)
+		return api.Voters{}, a.explainVoterChange(c, err)
 	}
-	// A member being added answers its first heartbeats within a round
-	// or two; until then the protocol may say the change would lose the
-	// quorum (adding a second voter to a cluster of one).
-	retryUntil := time.Now().Add(2 * a.cfg.Election.ElectionTimeout.Std())
-	for {
-		doErr := a.do(ctx, func() { target, err = a.core.ChangeVoters(a.now(), c) })
-		if doErr != nil {
-			return api.Voters{}, doErr
+	select {
+	case res := <-done:
+		if res.Err != nil {
+			return api.Voters{}, a.explainVoterChange(c, res.Err)
 		}
-		if c.Add == "" || !errors.Is(err, protocols.ErrWouldLoseQuorum) || time.Now().After(retryUntil) {
-			break
-		}
-		select {
-		case <-time.After(commitPoll):
-		case <-ctx.Done():
-			return api.Voters{}, fmt.Errorf("voter change: %w", ctx.Err())
-		}
+		return res.Voters, nil
+	case <-ctx.Done():
+		// The loop may have gone; nobody reads the channel (buffered)
+		// then, and the entry goes with the agent.
+		_ = a.do(context.Background(), func() { delete(a.voterWaits, token) })
+		return api.Voters{}, fmt.Errorf("voter change not committed yet (check 'agent voters'): %w", ctx.Err())
 	}
-	if errors.Is(err, core.ErrNoVoters) {
-		return api.Voters{}, a.votersErr(err)
-	}
-	if err != nil {
-		return api.Voters{}, explainVoterChange(c, err)
-	}
-	return a.awaitCommit(ctx, target)
 }
 
-// explainVoterChange turns the protocol's refusal into an answer that says
-// what to do.
-func explainVoterChange(c protocols.VoterChange, err error) error {
+// settleVoters answers the voter changes the core settled.
+func (a *Agent) settleVoters(res core.VoterResult) {
+	if done, ok := a.voterWaits[res.Token]; ok {
+		done <- res
+		delete(a.voterWaits, res.Token)
+	}
+}
+
+// explainVoterChange turns the core's and the protocol's refusals into
+// an answer that says what to do.
+func (a *Agent) explainVoterChange(c protocols.VoterChange, err error) error {
 	switch {
+	case errors.Is(err, core.ErrNoVoters), errors.Is(err, core.ErrChangeRefused),
+		errors.Is(err, core.ErrReplaced), errors.Is(err, core.ErrNotLeading):
+		return a.votersErr(err)
+	case errors.Is(err, core.ErrTooManyVoterRequests):
+		return fmt.Errorf("%w: %v", localapi.ErrRefused, err)
 	case errors.Is(err, protocols.ErrNotLeader):
 		return unavailable("this agent stopped leading before it could take the change; retry")
 	case errors.Is(err, protocols.ErrChangeInFlight):
@@ -179,32 +183,6 @@ func explainVoterChange(c protocols.VoterChange, err error) error {
 		return fmt.Errorf("%w: the change would lose the quorum: %v; bring the missing voters back first, or remove dead voters one at a time while a majority is up", localapi.ErrRefused, err)
 	default:
 		return fmt.Errorf("%w: %v", localapi.ErrRefused, err)
-	}
-}
-
-// awaitCommit waits until the configuration target is committed. It polls
-// the core on the loop rather than adding a hook to every input: a change
-// is rare and commits within a heartbeat round or two.
-func (a *Agent) awaitCommit(ctx context.Context, target protocols.Configuration) (api.Voters, error) {
-	tick := time.NewTicker(commitPoll)
-	defer tick.Stop()
-	for {
-		var (
-			v    api.Voters
-			done bool
-			err  error
-		)
-		if doErr := a.do(ctx, func() { done, v, err = a.core.CommitState(a.now(), target) }); doErr != nil {
-			return api.Voters{}, doErr
-		}
-		if done {
-			return v, a.votersErr(err)
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return api.Voters{}, fmt.Errorf("configuration %s not committed yet: %w", target, ctx.Err())
-		}
 	}
 }
 

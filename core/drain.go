@@ -30,8 +30,8 @@ type Shell interface {
 	Publish(st api.Status)
 	// FireHooks runs the hooks configured for t.On.
 	FireHooks(t Transition)
-	// Settle answers consistent reads.
-	Settle(cs []Confirmation)
+	// Settle answers consistent reads and voter changes.
+	Settle(cs []Confirmation, vs []VoterResult)
 }
 
 // maxDrainRounds bounds the Ready/Advance rounds of one Drain: each round
@@ -77,8 +77,8 @@ func Drain(n *Node, sh Shell) error {
 		if rd.Transition != nil {
 			sh.FireHooks(*rd.Transition)
 		}
-		if len(rd.Confirmations) > 0 {
-			sh.Settle(rd.Confirmations)
+		if len(rd.Confirmations) > 0 || len(rd.VoterResults) > 0 {
+			sh.Settle(rd.Confirmations, rd.VoterResults)
 		}
 		n.Advance(rd)
 	}

@@ -148,7 +148,8 @@ var (
 //  5. Publish Digest and DigestExt in this agent's gossip metadata.
 //  6. Publish Status to local watchers, then fire the hooks configured
 //     for Transition (its On).
-//  7. Settle Confirmations: answer the consistent reads they name.
+//  7. Settle Confirmations and VoterResults: answer the consistent reads
+//     and the voter changes they name.
 //  8. Call Advance(rd). Only Advance acknowledges: the core drops what rd
 //     carried then, and not before, so a batch the shell could not carry
 //     out is never lost.
@@ -179,6 +180,8 @@ type Ready struct {
 	// be empty; docs/voters.md).
 	Digest, DigestExt string
 	Confirmations     []Confirmation
+	// VoterResults settle voter changes started by ProposeVoters.
+	VoterResults []VoterResult
 
 	proto     protocols.Ready
 	hasProto  bool
@@ -226,6 +229,11 @@ type Node struct {
 	lastView viewKey
 	seq      uint64 // views published so far: api.Status.Seq
 	confirms []confirmWait
+	// Voter changes (core/voterchange.go): waiting, and settled for the
+	// next Ready.
+	voterReqs []voterRequest
+	voterDone []VoterResult
+	voterSeq  uint64
 	stats    Stats
 
 	// vt follows voter changes and the settings digest (core/voters.go).
@@ -344,7 +352,7 @@ func (n *Node) Resign(now protocols.Time) error {
 
 // HasReady reports whether Ready has anything to hand out.
 func (n *Node) HasReady() bool {
-	return n.proto.HasReady() || len(n.peers) > 0 || len(n.announce) > 0 || n.pending != nil || n.hook != nil || len(n.settled) > 0 ||
+	return n.proto.HasReady() || len(n.peers) > 0 || len(n.announce) > 0 || n.pending != nil || n.hook != nil || len(n.settled) > 0 || len(n.voterDone) > 0 ||
 		!n.vt.published || n.obs.persist != 0
 }
 
@@ -373,6 +381,7 @@ func (n *Node) Ready() Ready {
 	rd.Status = n.pending
 	rd.Transition = n.hook
 	rd.Confirmations = n.settled
+	rd.VoterResults = n.voterDone
 	if !n.vt.published {
 		rd.Digest, rd.DigestExt, rd.digestOut = n.vt.digest, n.vt.digestExt, true
 	}
@@ -405,6 +414,7 @@ func (n *Node) Advance(rd Ready) {
 		}
 	}
 	n.settled = dropFront(n.settled, len(rd.Confirmations))
+	n.voterDone = dropFront(n.voterDone, len(rd.VoterResults))
 	if rd.digestOut && rd.Digest == n.vt.digest && rd.DigestExt == n.vt.digestExt {
 		n.vt.published = true
 	}
@@ -456,6 +466,9 @@ func (n *Node) NextWake(now protocols.Time, limit time.Duration) (protocols.Time
 		if w.deadline < next {
 			next = w.deadline
 		}
+	}
+	if t, ok := n.voterDeadline(); ok && t < next {
+		next = t
 	}
 	return next, true
 }

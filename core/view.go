@@ -202,6 +202,7 @@ func (n *Node) settle(now protocols.Time) {
 	n.checkProbeScope()
 	n.announceDue(now)
 	n.checkConfirms(now)
+	n.checkVoterRequests(now)
 	n.raiseFloor(now)
 	ps, _, learned, floored := n.reported(now)
 	v := viewKey{role: ps.Role, leader: n.leaderName(ps), epoch: ps.Epoch}

@@ -138,64 +138,6 @@ func (n *Node) Voters(now protocols.Time) (api.Voters, error) {
 	return v, nil
 }
 
-// CheckVoterChange is the core's own check before the protocol's: a
-// member to be added must be alive and reachable now, since a voter that
-// cannot answer weakens the quorum from the moment it is added. A member
-// to be added gets the leader's heartbeats from now on: the protocol
-// counts it towards the new set's quorum only once it answered them.
-func (n *Node) CheckVoterChange(now protocols.Time, c protocols.VoterChange) error {
-	if _, ok := n.voterChanger(); !ok {
-		return ErrNoVoters
-	}
-	if c.Add == "" || c.Add == n.self.Name {
-		return nil
-	}
-	m, ok := n.members[c.Add]
-	switch {
-	case !ok:
-		return fmt.Errorf("%w: %q is not a member this leader (%s) knows: start its agent and check 'agent members' lists it", ErrChangeRefused, c.Add, n.self.Name)
-	case !isLive(m):
-		return fmt.Errorf("%w: %q is %s: start its agent first", ErrChangeRefused, c.Add, m.State)
-	case !n.reached(m):
-		return fmt.Errorf("%w: %q is not reachable from the leader (%s) over the election transport: check its [transport] address and the cluster key", ErrChangeRefused, c.Add, n.self.Name)
-	}
-	n.heartbeatExtra(c.Add, now.Add(RemovedGrace))
-	return nil
-}
-
-// ChangeVoters proposes c to the protocol and returns the configuration
-// to wait for (CommitState).
-func (n *Node) ChangeVoters(now protocols.Time, c protocols.VoterChange) (protocols.Configuration, error) {
-	defer n.settle(now)
-	vc, ok := n.voterChanger()
-	if !ok {
-		return protocols.Configuration{}, ErrNoVoters
-	}
-	if err := vc.ChangeVoters(now, c); err != nil {
-		return protocols.Configuration{}, err
-	}
-	target := n.proto.Status(now).Config
-	n.log.Infow("voter change proposed", "add", c.Add, "remove", c.Remove, "index", target.Index, "voters", target.VoterList())
-	return target, nil
-}
-
-// CommitState says whether the wait for target is over: committed (err
-// nil, v the voters), or failed with ErrReplaced or ErrNotLeading.
-func (n *Node) CommitState(now protocols.Time, target protocols.Configuration) (done bool, v api.Voters, err error) {
-	st := n.proto.Status(now)
-	switch {
-	case st.Committed == target:
-		v, err = n.Voters(now)
-		n.log.Infow("voter change committed", "index", target.Index, "voters", target.VoterList())
-		return true, v, err
-	case st.Committed.Compare(target) > 0 || st.Config.Compare(target) > 0 && st.Config.Voters != target.Voters:
-		return true, v, fmt.Errorf("%w: %s was replaced by %s; check 'agent voters'", ErrReplaced, target, st.Config)
-	case st.Role != protocols.Leader:
-		return true, v, fmt.Errorf("%w: %s may still commit under the next leader: check 'agent voters'", ErrNotLeading, target)
-	}
-	return false, v, nil
-}
-
 // LeaderConfigurations is, on a leader, its committed and newest voter
 // configurations (for a forwarded query); leads is false elsewhere.
 func (n *Node) LeaderConfigurations(now protocols.Time) (committed, newest protocols.Configuration, leads bool) {

@@ -139,13 +139,13 @@ func (p coreProto) SetCandidacy(now protocols.Time, c protocols.Candidacy) {
 }
 
 // ChangeVoters gives the core a voter change as the agent's voters glue
-// does: the core's checks first (the member to add must be live and
-// reachable), then the change.
+// does (core.Node.ProposeVoters): the core's checks, the protocol's, the
+// retry of an add the protocol cannot count yet, and the wait for the
+// commit are the core's. Its outcome arrives in a later Ready, which the
+// simulator drops: the checker judges the configurations, not the
+// caller's answer.
 func (p coreProto) ChangeVoters(now protocols.Time, c protocols.VoterChange) error {
-	if err := p.c.CheckVoterChange(now, c); err != nil {
-		return err
-	}
-	_, err := p.c.ChangeVoters(now, c)
+	_, err := p.c.ProposeVoters(now, c)
 	return err
 }
 
@@ -313,7 +313,7 @@ func (s coreShell) Publish(st api.Status) {
 }
 
 // Settle has no reader: the simulator starts no consistent reads.
-func (s coreShell) Settle([]core.Confirmation) {}
+func (s coreShell) Settle([]core.Confirmation, []core.VoterResult) {}
 
 // FireHooks: the simulated nodes run no hooks.
 func (s coreShell) FireHooks(core.Transition) {}
