@@ -52,10 +52,6 @@ const (
 	minSleep = 200 * time.Microsecond
 )
 
-// handoverTimeout bounds how long a resigning leader waits on shutdown for
-// its successor before it leaves anyway.
-const handoverTimeout = 2 * time.Second
-
 // watchBuffer is how many changes a watcher may lag behind before it is
 // closed; leadership changes are rare, so 64 is generous.
 const watchBuffer = 64
@@ -329,14 +325,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer wake.Stop()
 	err := a.loop(ctx, wake, serveErr)
 	crashed := errors.Is(err, errKilled)
-	if err == nil {
-		if q, ok := a.tr.(interface{ Quiesce() }); ok {
-			q.Quiesce() // peers stopping with this one are no news now
-		}
-		ticker := time.NewTicker(tickInterval)
-		a.handover(ticker.C)
-		ticker.Stop()
-	}
 	close(a.loopDone)
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	if shutErr := a.srv.Shutdown(sctx); shutErr != nil {
@@ -377,7 +365,11 @@ func (a *Agent) SocketPath() string { return a.cfg.API.Socket }
 // loop is the agent's one event loop. Between inputs it sleeps on wake
 // until the next timer the core has armed (core.Node.NextWake), so an idle
 // agent wakes for heartbeats and due timers, not for a fixed-rate clock.
+// When ctx ends it asks the core to stop (core.Node.Shutdown: a leader
+// hands over first) and keeps running, membership, messages and socket
+// included, until the core is done.
 func (a *Agent) loop(ctx context.Context, wake *time.Timer, serveErr <-chan error) error {
+	stop := ctx.Done()
 	if err := a.handleReady(); err != nil {
 		return err
 	}
@@ -390,8 +382,12 @@ func (a *Agent) loop(ctx context.Context, wake *time.Timer, serveErr <-chan erro
 	for {
 		wake.Reset(a.nextWake(a.now()))
 		select {
-		case <-ctx.Done():
-			return nil
+		case <-stop:
+			stop = nil
+			if q, ok := a.tr.(interface{ Quiesce() }); ok {
+				q.Quiesce() // peers stopping with this one are no news now
+			}
+			a.core.Shutdown(a.now())
 		case <-a.killed:
 			return errKilled
 		case <-wake.C:
@@ -424,6 +420,9 @@ func (a *Agent) loop(ctx context.Context, wake *time.Timer, serveErr <-chan erro
 		if err := a.handleReady(); err != nil {
 			return err
 		}
+		if asked, done := a.core.Stopping(); asked && done {
+			return nil
+		}
 	}
 }
 
@@ -434,68 +433,6 @@ func (a *Agent) nextWake(now protocols.Time) time.Duration {
 		return tickInterval
 	}
 	return max(next.Sub(now), minSleep)
-}
-
-// handover asks a leader to transfer leadership and keeps the loop running
-// until it no longer leads or handoverTimeout passes.
-func (a *Agent) handover(tick <-chan time.Time) {
-	if a.core.ProtocolStatus(a.now()).Role != protocols.Leader {
-		return
-	}
-	if err := a.core.Resign(a.now()); err != nil {
-		// A clean shutdown logs no error field: the usual reason here
-		// (a single voter, or no other voter reachable) is not a fault.
-		if errors.Is(err, protocols.ErrNoTransferTarget) {
-			a.log.Info("stopping as leader: no other voter is reachable to hand leadership to")
-		} else {
-			a.log.Warn("no leadership transfer on shutdown", zap.Error(err))
-		}
-		return
-	}
-	a.log.Info("handing leadership over before shutdown")
-	deadline := time.After(handoverTimeout)
-	inbound := a.tr.Inbound()
-	for {
-		if err := a.handleReady(); err != nil {
-			a.log.Warn("during handover", zap.Error(err))
-			return
-		}
-		st := a.core.ProtocolStatus(a.now())
-		if st.Leader != a.self.ID && st.Leader != protocols.None {
-			return
-		}
-		select {
-		case <-deadline:
-			if a.othersGone() {
-				// Every other member left or failed meanwhile: they are
-				// stopping too (a whole cluster stopped at once), so no
-				// successor could take over. Nothing is wrong with this
-				// node or the cluster's health; the next start elects.
-				a.log.Info("stopping without a successor: every other member is stopping or gone")
-				return
-			}
-			a.log.Warn("leadership handover timed out: no other member took leadership over")
-			return
-		case <-tick:
-			a.core.Tick(a.now())
-		case m, ok := <-inbound:
-			if !ok {
-				return
-			}
-			a.receive(m)
-		}
-	}
-}
-
-// othersGone reports whether gossip knows no other member that is alive
-// (or only suspected).
-func (a *Agent) othersGone() bool {
-	for _, m := range a.cluster.Members() {
-		if m.Name != a.cfg.Node.Name && (m.State == membership.StateAlive || m.State == membership.StateSuspect) {
-			return false
-		}
-	}
-	return true
 }
 
 func (a *Agent) closeAll() {

@@ -234,7 +234,7 @@ type Node struct {
 	voterReqs []voterRequest
 	voterDone []VoterResult
 	voterSeq  uint64
-	stats    Stats
+	stats     Stats
 
 	// vt follows voter changes and the settings digest (core/voters.go).
 	vt voterTrack
@@ -248,6 +248,9 @@ type Node struct {
 	metaRaw      string
 	meta         api.Meta
 	forcePublish bool
+
+	// stop is the shutdown handover's state (core/shutdown.go).
+	stop shutdownState
 
 	// probe is the probe scope last handed to the shell (core/probe.go).
 	probe probeScope
@@ -468,6 +471,9 @@ func (n *Node) NextWake(now protocols.Time, limit time.Duration) (protocols.Time
 		}
 	}
 	if t, ok := n.voterDeadline(); ok && t < next {
+		next = t
+	}
+	if t, ok := n.shutdownDeadline(); ok && t < next {
 		next = t
 	}
 	return next, true

@@ -203,6 +203,7 @@ func (n *Node) settle(now protocols.Time) {
 	n.announceDue(now)
 	n.checkConfirms(now)
 	n.checkVoterRequests(now)
+	n.checkShutdown(now)
 	n.raiseFloor(now)
 	ps, _, learned, floored := n.reported(now)
 	v := viewKey{role: ps.Role, leader: n.leaderName(ps), epoch: ps.Epoch}

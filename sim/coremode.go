@@ -63,6 +63,10 @@ type coreNode struct {
 	pid         string // the current peer id (peerID)
 	// left: the node left gracefully and is stopped (crashed is set too).
 	left bool
+	// leave is a graceful leave under way: the core hands leadership
+	// over (core.Node.Shutdown) while the node keeps running, as the
+	// agent's loop does, and the node leaves once the core is done.
+	leave *pendingLeave
 	// observed is the durable observed epoch (Ready.ObservedEpoch), kept
 	// across crashes like the HardState and handed back at every start.
 	observed uint64
@@ -71,6 +75,14 @@ type coreNode struct {
 	// of which memberlist gossips as an update of the member.
 	digest, digestExt string
 	metaGen           uint32
+}
+
+// pendingLeave is a FaultLeave waiting for its node's core to finish the
+// shutdown handover: the action, and how long the node stays away once
+// it left.
+type pendingLeave struct {
+	action int32
+	away   time.Duration
 }
 
 func (c *coreNode) peerID(idx int) string {
@@ -199,7 +211,7 @@ func (r *run) startCore(n *node) error {
 		cn.peerGen++
 		cn.newIdentity, cn.pid = false, ""
 	}
-	cn.c, cn.left = c, false
+	cn.c, cn.left, cn.leave = c, false, nil
 	cn.peers = make(map[protocols.ID]string)
 	n.p = coreProto{c}
 	n.crashed, n.paused = false, false
@@ -224,9 +236,31 @@ func (r *run) drainCore(n *node) {
 			r.violate(InvDriver, "n%d: %v", n.idx+1, err)
 			return
 		}
+		if _, done := c.Stopping(); done && n.cn.leave != nil {
+			r.finishLeave(n)
+			r.healthFire()
+			return
+		}
 	}
 	r.healthFire()
 	r.rearm(n)
+}
+
+// finishLeave stops n once its core finished the shutdown handover, and
+// schedules its return (at once after the heal).
+func (r *run) finishLeave(n *node) {
+	l := n.cn.leave
+	n.cn.leave = nil
+	r.crash(n)
+	n.cn.left = true
+	n.fault++
+	if r.healed {
+		// The heal restarted every stopped node; one whose handover
+		// outlasted the fault phase returns at once, as they did.
+		r.restart(n)
+		return
+	}
+	r.q.push(event{at: r.now + l.away, kind: evUndo, arg: l.action, node: int32(n.idx), inc: n.fault})
 }
 
 // coreShell is the simulator as core.Drain's shell for node n: durable
@@ -440,25 +474,21 @@ func (r *run) coreEvent(ev event) {
 // coreFault injects the membership faults of core mode.
 func (r *run) coreFault(a Action, i, tgt int) {
 	nd := r.nodes[tgt]
-	if nd.cn == nil || nd.crashed || nd.paused || r.healed {
+	if nd.cn == nil || nd.crashed || nd.paused || r.healed || nd.cn.leave != nil {
 		return
 	}
 	r.stats.Faults[a.Kind]++
 	r.rec(traceRec{kind: recFault, node: int32(tgt), a: uint64(a.Kind), b: uint64(tgt)})
 	if a.Kind == FaultLeave {
-		// As the agent's shutdown: hand leadership over, then leave.
-		if nd.p.Status(r.local(nd)).Role == protocols.Leader {
-			if err := nd.p.Resign(r.local(nd)); err != nil {
-				r.rec(traceRec{kind: recStepErr, node: int32(tgt), err: err})
-			}
-			r.drainCore(nd)
-		}
-		r.crash(nd)
-		nd.cn.left = true
-	} else {
-		r.crash(nd)
-		nd.cn.newIdentity = true
+		// As the agent's shutdown: the core hands leadership over while
+		// the node runs on, then the node leaves (finishLeave).
+		nd.cn.leave = &pendingLeave{action: int32(i), away: a.Duration}
+		nd.cn.c.Shutdown(r.local(nd))
+		r.drainCore(nd)
+		return
 	}
+	r.crash(nd)
+	nd.cn.newIdentity = true
 	nd.fault++
 	r.q.push(event{at: r.now + a.Duration, kind: evUndo, arg: int32(i), node: int32(tgt), inc: nd.fault})
 }
