@@ -393,7 +393,12 @@ func (env *ddEnv) members() {
 			}
 			n.seen[o.id] = m
 			n.c.ApplyMember(env.now, m)
-			learned = append(learned, fmt.Sprintf("%s=%s", o.name, m.State))
+			if known && prev.State == m.State {
+				// Same state, new metadata (a digest published since).
+				learned = append(learned, o.name+"=updated")
+			} else {
+				learned = append(learned, fmt.Sprintf("%s=%s", o.name, m.State))
+			}
 		}
 		if len(learned) > 0 {
 			env.printf("%s learns %s\n", n.name, strings.Join(learned, " "))
