@@ -192,8 +192,11 @@ func (env *ddEnv) handle(t *testing.T, d *datadriven.TestData) string {
 	case "status":
 		for _, n := range env.targets(t, d) {
 			env.printf("%s %s", n.name, fmtStatus(n.c.Status(env.now)))
-			next, _ := n.c.NextWake(env.now, ddWakeLimit)
-			env.printf(" wake=+%v\n", ms(next.Sub(env.now)))
+			if next, _ := n.c.NextWake(env.now, ddWakeLimit); next.Sub(env.now) < ddWakeLimit {
+				env.printf(" wake=+%v\n", ms(next.Sub(env.now)))
+			} else {
+				env.printf(" wake=none\n")
+			}
 			for _, p := range n.c.Status(env.now).Problems.List() {
 				env.printf("  problem: %s\n", p)
 			}
