@@ -86,13 +86,12 @@ const (
 // ddEnv is the interaction environment: the nodes, one shared clock and
 // the network's queue, which moves only when a script says deliver.
 type ddEnv struct {
-	protocol string
-	gossip   bool
-	spec     core.ProtocolSpec // the settings every node shares
-	now      protocols.Time
-	nodes    []*ddNode // nodes[i] has id i+1
-	queue    []envelope
-	out      strings.Builder
+	gossip bool
+	spec   core.ProtocolSpec // the settings every node shares
+	now    protocols.Time
+	nodes  []*ddNode // nodes[i] has id i+1
+	queue  []envelope
+	out    strings.Builder
 }
 
 // ddNode is one agent: its core while it runs, and what survives a crash.
@@ -174,12 +173,11 @@ func (env *ddEnv) handle(t *testing.T, d *datadriven.TestData) string {
 		n.c.Tick(env.now)
 		env.printf("now %v\n", env.elapsed())
 	case "process-ready":
-		nodes := env.targets(t, d)
-		if len(nodes) == 1 {
-			env.processReady(nodes[0], "")
+		if d.HasArg("id") {
+			env.processReady(env.one(t, d), "")
 			break
 		}
-		for _, n := range nodes {
+		for _, n := range env.targets(t, d) {
 			if n.c.HasReady() {
 				env.printf("> %s ready\n", n.name)
 				env.processReady(n, "  ")
@@ -302,10 +300,10 @@ func (env *ddEnv) addNodes(t *testing.T, d *datadriven.TestData) {
 		prevote   = true
 		preempt   bool
 		ringAlg   string
+		protocol  = core.ProtocolMajority
 	)
-	env.protocol = core.ProtocolMajority
 	d.ScanArgs(t, "n", &count)
-	d.MaybeScanArgs(t, "protocol", &env.protocol)
+	d.MaybeScanArgs(t, "protocol", &protocol)
 	d.MaybeScanArgs(t, "voters", &voters)
 	d.MaybeScanArgs(t, "observers", &observers)
 	d.MaybeScanArgs(t, "prevote", &prevote)
@@ -321,7 +319,7 @@ func (env *ddEnv) addNodes(t *testing.T, d *datadriven.TestData) {
 	env.gossip = len(observers) > 0
 	env.now = ddStart
 	env.spec = core.ProtocolSpec{
-		Protocol: env.protocol, RingAlgorithm: ringAlg,
+		Protocol: protocol, RingAlgorithm: ringAlg,
 		ElectionTimeout: ddElectionTimeout, HeartbeatInterval: ddHeartbeat,
 		PreVote: prevote, CheckQuorum: true, Preempt: preempt, MaxClockDrift: 0.01,
 	}
@@ -330,7 +328,7 @@ func (env *ddEnv) addNodes(t *testing.T, d *datadriven.TestData) {
 	}
 	for i := 1; i <= count; i++ {
 		n := &ddNode{id: protocols.ID(i), name: fmt.Sprintf("n%d", i),
-			voter: core.IsVoter(env.protocol, env.spec.Voters, fmt.Sprintf("n%d", i))}
+			voter: core.IsVoter(protocol, env.spec.Voters, fmt.Sprintf("n%d", i))}
 		env.nodes = append(env.nodes, n)
 		if err := env.start(n); err != nil {
 			d.Fatalf(t, "%v", err)
