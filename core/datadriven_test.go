@@ -54,12 +54,14 @@ import (
 //	    process-ready and deliver until nothing is left, without time.
 //	status [id=N]
 //	    each node's core.Node.Status, and when it next needs a Tick.
-//	set-health id=N [ineligible=true] [priority=P]
-//	    core.Node.SetHealth with that candidacy.
+//	set-health id=N [failing=true] [maint=true]
+//	    core.Node.SetHealth: a check failing, maintenance on (either
+//	    makes N ineligible), or neither.
 //	resign id=N
 //	    core.Node.Resign.
-//	confirm id=N [timeout=DUR]
-//	    core.Node.ConfirmLeadership: a consistent read.
+//	confirm id=N
+//	    core.Node.ConfirmLeadership: a consistent read, which times out
+//	    after Config.ConfirmTimeout (500ms here).
 //	crash id=N / restart id=N
 //	    stop N, losing queued messages to it; start it again from its
 //	    last persisted HardState and observed epoch, with no members.
@@ -108,10 +110,8 @@ type ddNode struct {
 	failPersist bool
 	// peers is the transport's peer table (Ready.Peers).
 	peers map[protocols.ID]bool
-	// Gossip metadata this node publishes (Ready.Digest), and its
-	// node.priority.
+	// Gossip metadata this node publishes (Ready.Digest).
 	digest, digestExt string
-	priority          uint8
 	// seen is the member record this node last applied for each other.
 	seen   map[protocols.ID]membership.Member
 	starts uint64
@@ -201,31 +201,31 @@ func (env *ddEnv) handle(t *testing.T, d *datadriven.TestData) string {
 		}
 	case "set-health":
 		n := env.one(t, d)
-		var c protocols.Candidacy
-		d.MaybeScanArgs(t, "ineligible", &c.Ineligible)
-		d.MaybeScanArgs(t, "priority", &c.Priority)
-		n.priority = c.Priority
-		health := api.HealthPassing
-		if c.Ineligible {
-			health = api.HealthFailing
+		var h core.Health
+		d.MaybeScanArgs(t, "failing", &h.ChecksFailing)
+		d.MaybeScanArgs(t, "maint", &h.Maintenance)
+		h.Report = &api.HealthReport{Status: api.HealthPassing}
+		switch {
+		case h.Maintenance:
+			h.Report.Status = api.HealthMaintenance
+		case h.ChecksFailing:
+			h.Report.Status = api.HealthFailing
 		}
-		n.c.SetHealth(env.now, core.Health{Candidacy: c, Report: &api.HealthReport{Status: health, Priority: int(c.Priority)}})
+		n.c.SetHealth(env.now, h)
 	case "resign":
 		if err := env.one(t, d).c.Resign(env.now); err != nil {
 			env.printf("error: %v\n", err)
 		}
 	case "confirm":
 		n := env.one(t, d)
-		timeout := ddConfirmTimeout
-		d.MaybeScanArgs(t, "timeout", &timeout)
-		token, wait, err := n.c.ConfirmLeadership(env.now, timeout)
+		token, wait, err := n.c.ConfirmLeadership(env.now)
 		switch {
 		case err != nil:
 			env.printf("error: %v\n", err)
 		case !wait:
 			env.printf("not leading: answered at once from status (%s)\n", fmtStatus(n.c.Status(env.now)))
 		default:
-			env.printf("token %d: waiting for a quorum until +%v\n", token, timeout)
+			env.printf("token %d: waiting for a quorum until +%v\n", token, ddConfirmTimeout)
 		}
 	case "crash":
 		env.crash(env.one(t, d))
@@ -341,7 +341,7 @@ func (env *ddEnv) addNodes(t *testing.T, d *datadriven.TestData) {
 func (env *ddEnv) start(n *ddNode) error {
 	n.starts++
 	spec := env.spec
-	spec.Self = protocols.Member{ID: n.id, Name: n.name, Voter: n.voter, Priority: n.priority}
+	spec.Self = protocols.Member{ID: n.id, Name: n.name, Voter: n.voter}
 	spec.HardState = n.hs
 	spec.Now = env.now
 	spec.Rand = core.NewRand(uint64(n.id), n.starts)
@@ -355,7 +355,8 @@ func (env *ddEnv) start(n *ddNode) error {
 			i := int(id) - 1
 			return i >= 0 && i < len(env.nodes) && env.nodes[i].c != nil
 		},
-		ObservedEpoch: n.observed,
+		ObservedEpoch:  n.observed,
+		ConfirmTimeout: ddConfirmTimeout,
 	})
 	if err != nil {
 		return fmt.Errorf("start %s: %w", n.name, err)
@@ -370,7 +371,7 @@ func (env *ddEnv) start(n *ddNode) error {
 func (env *ddEnv) record(n *ddNode) membership.Member {
 	m := membership.Member{Name: n.name, ID: n.id, Voter: n.voter, State: membership.StateAlive,
 		Addr: fmt.Sprintf("10.0.0.%d:7946", n.id), PeerID: fmt.Sprintf("peer-%d", n.id), PeerAddr: fmt.Sprintf("/mem/%d", n.id),
-		Digest: n.digest, DigestExt: n.digestExt, Priority: n.priority}
+		Digest: n.digest, DigestExt: n.digestExt}
 	if n.c == nil {
 		m.State = membership.StateDead
 	}
@@ -622,12 +623,23 @@ func (s ddShell) PublishDigest(digest, ext string) {
 
 func (s ddShell) Publish(st api.Status) { s.printf("status %s", fmtStatus(st)) }
 
-func (s ddShell) Settle(cs []core.Confirmation) {
+// FireHooks prints only which hooks fire: the role, leader and epoch
+// they are told are the status line's, printed just before.
+func (s ddShell) FireHooks(tr core.Transition) { s.printf("hooks on=%s", tr.On) }
+
+func (s ddShell) Settle(cs []core.Confirmation, vs []core.VoterResult) {
 	for _, c := range cs {
 		if c.Err != nil {
-			s.printf("settle token %d: %v", c.Token, c.Err)
+			s.printf("settle read %d: %v", c.Token, c.Err)
 		} else {
-			s.printf("settle token %d: confirmed", c.Token)
+			s.printf("settle read %d: confirmed", c.Token)
+		}
+	}
+	for _, v := range vs {
+		if v.Err != nil {
+			s.printf("settle voters %d: %v", v.Token, v.Err)
+		} else {
+			s.printf("settle voters %d: committed %+v", v.Token, v.Voters)
 		}
 	}
 }
