@@ -47,7 +47,9 @@ func (n *Node) noteTransition(st api.Status) {
 	if n.hook != nil {
 		last = *n.hook
 	}
-	if t == last {
+	if t == last || t.On == OnNoLeader && last.On == OnNoLeader {
+		// With no leader, a new role or epoch (a candidate's next term)
+		// is no news to a hook: it fires once per loss of leadership.
 		return
 	}
 	n.hook = &t

@@ -208,6 +208,13 @@ func (n *Node) settle(now protocols.Time) {
 	ps, _, learned, floored := n.reported(now)
 	v := viewKey{role: ps.Role, leader: n.leaderName(ps), epoch: ps.Epoch}
 	if v == n.lastView && !n.forcePublish {
+		if n.pending != nil {
+			// A status not handed out yet reports the latest inputs
+			// (members learned since, quorum health), not those of the
+			// view change that queued it.
+			st := n.Status(now)
+			n.pending = &st
+		}
 		return
 	}
 	n.forcePublish = false
