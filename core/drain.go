@@ -20,8 +20,10 @@ type Shell interface {
 	Persist(hs *protocols.HardState, observed uint64) error
 	// Send hands messages to the transport.
 	Send(msgs []protocols.Message)
-	// ApplyPeers adds, re-addresses or removes transport peers: Drain
-	// calls it with the additions before Send and the removals after.
+	// ApplyPeers adds, re-addresses or removes transport peers, in
+	// order: a member with a new identity is removed, then added back
+	// with the same transport peer id, which the transport refuses while
+	// the old id holds it.
 	ApplyPeers(peers []PeerChange)
 	// Gossip broadcasts leader announcements.
 	Gossip(anns []observe.Announcement)
@@ -60,15 +62,11 @@ func Drain(n *Node, sh Shell) error {
 				return fmt.Errorf("core: persist before sending: %w", err)
 			}
 		}
-		before, after := splitPeers(rd.Peers)
-		if len(before) > 0 {
-			sh.ApplyPeers(before)
+		if len(rd.Peers) > 0 {
+			sh.ApplyPeers(rd.Peers)
 		}
 		if len(rd.Messages) > 0 {
 			sh.Send(rd.Messages)
-		}
-		if len(after) > 0 {
-			sh.ApplyPeers(after)
 		}
 		if len(rd.Announcements) > 0 {
 			sh.Gossip(rd.Announcements)
@@ -88,27 +86,4 @@ func Drain(n *Node, sh Shell) error {
 		n.Advance(rd)
 	}
 	return nil
-}
-
-// splitPeers parts a batch's peer changes into those to apply before
-// Send and those after. Only a removal that is the batch's last change
-// for its member waits for after the send; everything else, in the
-// core's order, goes before, so a member removed and added back in one
-// batch (a new identity) ends up present, as the core meant.
-func splitPeers(ps []PeerChange) (before, after []PeerChange) {
-	if len(ps) == 0 {
-		return nil, nil
-	}
-	last := make(map[protocols.ID]int, len(ps))
-	for i, p := range ps {
-		last[p.ID] = i
-	}
-	for i, p := range ps {
-		if p.Remove && last[p.ID] == i {
-			after = append(after, p)
-		} else {
-			before = append(before, p)
-		}
-	}
-	return before, after
 }

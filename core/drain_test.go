@@ -2,7 +2,6 @@ package core
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -143,34 +142,5 @@ func TestAdvanceAcknowledges(t *testing.T) {
 	tn.Advance(rd)
 	if tn.stats.Sent[protocols.MsgVoteResp] != sent+1 {
 		t.Fatalf("sent count %d after Advance, want %d", tn.stats.Sent[protocols.MsgVoteResp], sent+1)
-	}
-}
-
-// TestSplitPeers: additions go before the send; a removal waits for after
-// it only when it is the member's last change in the batch, so a member
-// removed and added back (a new identity) ends up present.
-func TestSplitPeers(t *testing.T) {
-	ps := []PeerChange{
-		{ID: 1, Remove: true}, {ID: 1, PeerID: "new"}, // new identity
-		{ID: 2, PeerID: "p2"},
-		{ID: 3, Remove: true},
-		{ID: 4, PeerID: "p4"}, {ID: 4, Remove: true},
-	}
-	before, after := splitPeers(ps)
-	ids := func(cs []PeerChange) (out []string) {
-		for _, c := range cs {
-			s := fmt.Sprint(c.ID)
-			if c.Remove {
-				s = "-" + s
-			}
-			out = append(out, s)
-		}
-		return out
-	}
-	if got, want := fmt.Sprint(ids(before)), "[-1 1 2 4]"; got != want {
-		t.Errorf("before the send: %s, want %s", got, want)
-	}
-	if got, want := fmt.Sprint(ids(after)), "[-3 -4]"; got != want {
-		t.Errorf("after the send: %s, want %s", got, want)
 	}
 }

@@ -142,19 +142,17 @@ var (
 //     status on an epoch. If persisting fails, carry out nothing else and
 //     do not call Advance: the batch stays pending in the core, and the
 //     shell stops (the agent exits; its state on disk is the last good one).
-//  2. Apply Peers, in order, so that a message of this batch to a member
-//     just learned reaches it, except the removals that are a member's
-//     last change in the batch.
+//  2. Apply Peers (add, re-address or remove transport peers) in their
+//     order, before the send, so that a message of this batch to a member
+//     just learned reaches it.
 //  3. Send Messages.
-//  4. Apply those removals, after the messages this batch still sends
-//     the member (a removed voter is told so).
-//  5. Gossip Announcements.
-//  6. Publish Digest and DigestExt in this agent's gossip metadata.
-//  7. Publish Status to local watchers, then fire the hooks configured
+//  4. Gossip Announcements.
+//  5. Publish Digest and DigestExt in this agent's gossip metadata.
+//  6. Publish Status to local watchers, then fire the hooks configured
 //     for Transition (its On).
-//  8. Settle Confirmations and VoterResults: answer the consistent reads
+//  7. Settle Confirmations and VoterResults: answer the consistent reads
 //     and the voter changes they name.
-//  9. Call Advance(rd). Only Advance acknowledges: the core drops what rd
+//  8. Call Advance(rd). Only Advance acknowledges: the core drops what rd
 //     carried then, and not before, so a batch the shell could not carry
 //     out is never lost.
 //

@@ -86,12 +86,12 @@ func TestCheckerCatchesPolicyBugs(t *testing.T) {
 		// candidate (docs/simulator.md, finding 5) this and the next two
 		// cost ring time, not liveness: the checker catches them under
 		// the strict failover bound.
-		{"detectors kept across leadership changes", "core-ring", core.Unsafe{KeepDetectors: true}, true, 13757245211066428519, sim.InvFailover},
+		{"detectors kept across leadership changes", "core-ring", core.Unsafe{KeepDetectors: true}, true, 6017623123135286312, sim.InvFailover},
 		// The dead-member reconnect hole: a member back from dead got no
 		// transport peer, so nothing reached it.
-		{"no transport peer for a member back from dead", "core-bully", core.Unsafe{NoPeerOnReturn: true}, false, 7621113624420504425, sim.InvLiveness},
-		{"only heartbeats clear a suspicion", "core-ring-hs", core.Unsafe{HeartbeatsOnlyClear: true}, true, 10451216379200822465, sim.InvFailover},
-		{"a rival leader's heartbeat starts a watch", "core-ring", core.Unsafe{WatchRivals: true}, true, 9648886400068060533, sim.InvFailover},
+		{"no transport peer for a member back from dead", "core-bully", core.Unsafe{NoPeerOnReturn: true}, false, 583982616703494564, sim.InvLiveness},
+		{"only heartbeats clear a suspicion", "core-ring-hs", core.Unsafe{HeartbeatsOnlyClear: true}, true, 9640339585960372286, sim.InvFailover},
+		{"a rival leader's heartbeat starts a watch", "core-ring", core.Unsafe{WatchRivals: true}, true, 1462975305015021740, sim.InvFailover},
 		// An observer's epoch learned by gossip was not persisted: after a
 		// restart it reported its protocol's older one (finding 3).
 		{"an observer's reported epoch is not persisted", "core-majority", core.Unsafe{ForgetObserved: true}, false, 17911839290282890590, sim.InvEpochMonotonic},

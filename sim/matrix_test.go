@@ -170,8 +170,8 @@ func replayCell(t *testing.T, cell string, seeds ...uint64) {
 // addition before the send and every removal after, so a member that
 // came back with a new identity (removed and added back in one batch)
 // ended up with no transport peer, and the leader's heartbeats to it were
-// dropped for ever (liveness 12 s after the heal). Only a removal that is
-// a member's last change of the batch may wait for after the send.
+// dropped for ever (liveness 12 s after the heal). Peers now apply in the
+// core's order, all before the send.
 func TestMatrixCorePeerOrder(t *testing.T) {
 	replayCell(t, "core-majority/faults", 2695064990826151946, 3849346279739125428, 13990320708289636280)
 }
