@@ -59,6 +59,12 @@ import (
 //	    makes N ineligible), or neither.
 //	resign id=N
 //	    core.Node.Resign.
+//	shutdown id=N
+//	    core.Node.Shutdown: N stops; a leader hands over first. status
+//	    then shows stop=handover or stop=done (core.Node.Stopping).
+//	propose-voters id=N add=NAME | remove=NAME
+//	    core.Node.ProposeVoters on N: the token of a change the core
+//	    settles later (settle voters …), or its refusal at once.
 //	confirm id=N
 //	    core.Node.ConfirmLeadership: a consistent read, which times out
 //	    after Config.ConfirmTimeout (500ms here).
@@ -190,6 +196,12 @@ func (env *ddEnv) handle(t *testing.T, d *datadriven.TestData) string {
 	case "status":
 		for _, n := range env.targets(t, d) {
 			env.printf("%s %s", n.name, fmtStatus(n.c.Status(env.now)))
+			switch asked, done := n.c.Stopping(); {
+			case done:
+				env.printf(" stop=done")
+			case asked:
+				env.printf(" stop=handover")
+			}
 			if next, _ := n.c.NextWake(env.now, ddWakeLimit); next.Sub(env.now) < ddWakeLimit {
 				env.printf(" wake=+%v\n", ms(next.Sub(env.now)))
 			} else {
@@ -215,6 +227,18 @@ func (env *ddEnv) handle(t *testing.T, d *datadriven.TestData) string {
 	case "resign":
 		if err := env.one(t, d).c.Resign(env.now); err != nil {
 			env.printf("error: %v\n", err)
+		}
+	case "shutdown":
+		env.one(t, d).c.Shutdown(env.now)
+	case "propose-voters":
+		n := env.one(t, d)
+		var c protocols.VoterChange
+		d.MaybeScanArgs(t, "add", &c.Add)
+		d.MaybeScanArgs(t, "remove", &c.Remove)
+		if token, err := n.c.ProposeVoters(env.now, c); err != nil {
+			env.printf("error: %v\n", err)
+		} else {
+			env.printf("token %d\n", token)
 		}
 	case "confirm":
 		n := env.one(t, d)

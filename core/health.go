@@ -23,11 +23,12 @@ type Health struct {
 }
 
 // candidacyOf is the eligibility rule: a node leads only when it is not
-// in maintenance and every check passes. Its priority is the
+// in maintenance, every check passes and it is not stopping. Its priority is the
 // configuration's and never changes at runtime.
 func (n *Node) candidacyOf(h Health) protocols.Candidacy {
 	return protocols.Candidacy{
-		Ineligible: h.Maintenance || h.ChecksFailing,
+		// A node stopping stays out of the running (core/shutdown.go).
+		Ineligible: h.Maintenance || h.ChecksFailing || n.stop.asked,
 		Priority:   n.cfg.Election.Candidacy.Priority,
 	}
 }

@@ -51,6 +51,13 @@ func (n *Node) Shutdown(now protocols.Time) {
 		return
 	}
 	n.log.Infow("handing leadership over before shutdown")
+	// A node on its way out must not stand again while it waits for its
+	// successor: its own election timer could otherwise win the
+	// leadership back.
+	n.candidacy.Ineligible = true
+	if cs, ok := n.proto.(protocols.CandidacySetter); ok {
+		cs.SetCandidacy(now, n.candidacy)
+	}
 	n.stop.until = now.Add(handoverETs * n.cfg.Election.ElectionTimeout)
 }
 
