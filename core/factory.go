@@ -103,7 +103,7 @@ func NewProtocol(s ProtocolSpec) (protocols.Protocol, error) {
 // IsVoter reports whether a node named name votes: every member of bully
 // and ring is a candidate; majority's voters are the named ones.
 func IsVoter(protocol string, voters []string, name string) bool {
-	if protocol != ProtocolMajority {
+	if !traitsOf(protocol).namedVoters {
 		return true
 	}
 	for _, v := range voters {
@@ -112,6 +112,38 @@ func IsVoter(protocol string, voters []string, name string) bool {
 		}
 	}
 	return false
+}
+
+// traits is what the core needs to know of a protocol besides its
+// instance. traitsOf and NewProtocol are the only places that read the
+// protocol's name: everything else in the core asks these.
+type traits struct {
+	// namedVoters: only the configured voters vote (majority); in bully
+	// and ring every member is a candidate.
+	namedVoters bool
+	// gossipObservers: observers learn the leader from gossiped
+	// announcements when the cluster gossips (protocols/observe).
+	gossipObservers bool
+	// settings is the settings digest's SETTINGS part, ext its
+	// extension ("" for none; docs/voters.md).
+	settings func(ProtocolSpec) string
+	ext      func(ProtocolSpec) string
+}
+
+func traitsOf(protocol string) traits {
+	noExt := func(ProtocolSpec) string { return "" }
+	switch protocol {
+	case ProtocolMajority:
+		return traits{namedVoters: true, gossipObservers: true,
+			settings: func(e ProtocolSpec) string { return fmt.Sprintf("majority et=%v", e.ElectionTimeout) },
+			ext: func(e ProtocolSpec) string {
+				return "pv=" + boolDigit(e.PreVote) + " cq=" + boolDigit(e.CheckQuorum)
+			}}
+	case ProtocolRing:
+		return traits{settings: func(e ProtocolSpec) string { return "ring alg=" + e.RingAlgorithm }, ext: noExt}
+	default:
+		return traits{settings: func(e ProtocolSpec) string { return e.Protocol }, ext: noExt}
+	}
 }
 
 // PlantedBugs reports whether this binary was built with the

@@ -28,7 +28,7 @@ type observers struct {
 
 func (n *Node) initObservers() {
 	n.obs.floor = n.cfg.ObservedEpoch
-	if !n.cfg.Gossip || n.cfg.Election.Protocol != ProtocolMajority {
+	if !n.cfg.Gossip || !traitsOf(n.cfg.Election.Protocol).gossipObservers {
 		return
 	}
 	n.obs.on = true
