@@ -261,6 +261,22 @@ type Member struct {
 	// this agent itself and for nodes without samples). JSON has no
 	// infinity, so the server caps it at MaxPhi.
 	Phi float64 `json:"phi"`
+	// Heartbeats summarises the gaps between the node's heartbeats as
+	// this agent received them; absent before two arrived in a row.
+	// Gaps count only while this agent watched the node, so a node that
+	// was down is not taken for one that paused.
+	Heartbeats *HeartbeatStats `json:"heartbeats,omitempty"`
+}
+
+// HeartbeatStats is the heartbeat inter-arrival distribution of one
+// member: percentiles to 10 % resolution (reported as the bound below
+// which that share fell) and the longest gap seen, in milliseconds.
+type HeartbeatStats struct {
+	Samples  uint64  `json:"samples"`
+	P50Ms    float64 `json:"p50_ms"`
+	P99Ms    float64 `json:"p99_ms"`
+	P999Ms   float64 `json:"p999_ms"`
+	MaxGapMs float64 `json:"max_gap_ms"`
 }
 
 // MaxPhi is the largest Member.Phi on the wire.

@@ -26,6 +26,7 @@ func (n *Node) newDetector() *phi.Detector {
 // watch the leader this way, and a leader watches its followers. A member
 // suspected before is cleared at once.
 func (n *Node) heard(now protocols.Time, id protocols.ID) {
+	n.noteArrival(now, id)
 	d := n.detectors[id]
 	if d == nil {
 		d = n.newDetector()

@@ -175,6 +175,7 @@ func (n *Node) dropID(now protocols.Time, id protocols.ID) {
 	n.forgetProbe(id)
 	n.memberDown(now, id, name)
 	n.forgetDetector(now, id)
+	delete(n.arrivals, id)
 }
 
 // forgetMember drops a member gossip has reaped (dead or left long enough

@@ -217,6 +217,9 @@ type Node struct {
 	members   map[string]membership.Member
 	byID      map[protocols.ID]string
 	detectors map[protocols.ID]*phi.Detector
+	// arrivals holds each member's heartbeat inter-arrival histogram
+	// (core/arrivals.go).
+	arrivals map[protocols.ID]*arrivals
 	suspected map[protocols.ID]bool
 	// suspectAt caches each detector's SuspectAt until its next heartbeat.
 	suspectAt map[protocols.ID]protocols.Time
@@ -301,6 +304,7 @@ func New(cfg Config) (*Node, error) {
 		members:   make(map[string]membership.Member),
 		byID:      make(map[protocols.ID]string),
 		detectors: make(map[protocols.ID]*phi.Detector),
+		arrivals:  make(map[protocols.ID]*arrivals),
 		suspected: make(map[protocols.ID]bool),
 		suspectAt: make(map[protocols.ID]protocols.Time),
 		refused:   make(map[string]membership.Member),

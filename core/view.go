@@ -175,6 +175,9 @@ func (n *Node) Members(now protocols.Time, selfAddr string) []api.Member {
 		if p, ok := n.Phi(now, m.ID); ok {
 			am.Phi = math.Min(p, api.MaxPhi)
 		}
+		if n.byID[m.ID] == name {
+			am.Heartbeats = n.heartbeatStats(m.ID)
+		}
 		out = append(out, am)
 	}
 	return out
