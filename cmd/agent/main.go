@@ -109,10 +109,10 @@ func commands() []command {
 			usage:   []string{""},
 			about:   "Prints a fresh random cluster key (base64 of 32 bytes) for [gossip] key.",
 			example: []string{"agent keygen"}},
-		{name: "version", summary: "print the version", run: runVersion,
-			usage:   []string{""},
-			about:   "Prints the agent's version.",
-			example: []string{"agent version"}},
+		{name: "version", summary: "print the version, commit and Go version", run: runVersion,
+			usage:   []string{"[-json]"},
+			about:   "Prints the agent's version, the commit it was built from and whether that\ntree had uncommitted changes, and the Go version and platform.",
+			example: []string{"agent version -json"}},
 	}
 }
 
