@@ -104,6 +104,8 @@ type Agent struct {
 	hub      *localapi.Hub
 	srv      *localapi.Server
 	listener net.Listener
+	// metricsLn is the TCP listener of [metrics] listen, nil when off.
+	metricsLn net.Listener
 }
 
 // New builds an agent from a validated configuration: it locks the data
@@ -250,6 +252,11 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
+	if cfg.Metrics.Listen != "" {
+		if a.metricsLn, err = net.Listen("tcp", cfg.Metrics.Listen); err != nil {
+			return nil, fmt.Errorf("agent: metrics.listen: %w (choose a free host:port, or \"\" to serve metrics on the socket only)", err)
+		}
+	}
 	// The socket comes last: once it exists, local processes may ask, and
 	// everything that answers them is ready.
 	if a.listener, err = localapi.Listen(cfg.API.Socket, cfg.API.SocketMode.Perm()); err != nil {
@@ -262,7 +269,8 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 		zap.String("node", cfg.Node.Name), zap.Uint64("id", cfg.Node.ID),
 		zap.String("protocol", cfg.Election.Protocol),
 		zap.Uint64("term", hs.Term), zap.Uint64("epoch", hs.Epoch),
-		zap.String("gossip_addr", a.gossipAddr), zap.String("peer_id", peerID), zap.String("peer_addr", peerAddr))
+		zap.String("gossip_addr", a.gossipAddr), zap.String("peer_id", peerID), zap.String("peer_addr", peerAddr),
+		zap.String("metrics_addr", a.MetricsAddr()))
 	return a, nil
 }
 
@@ -320,6 +328,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- a.srv.Serve(a.listener) }()
+	roErr := make(chan error, 1)
+	if a.metricsLn != nil {
+		go func() { roErr <- a.srv.ServeReadOnly(a.metricsLn) }()
+	} else {
+		roErr <- nil
+	}
 
 	wake := time.NewTimer(tickInterval)
 	defer wake.Stop()
@@ -332,6 +346,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	cancel()
 	if srvErr := <-serveErr; srvErr != nil && err == nil {
+		err = fmt.Errorf("agent: %w", srvErr)
+	}
+	if srvErr := <-roErr; srvErr != nil && err == nil {
 		err = fmt.Errorf("agent: %w", srvErr)
 	}
 	a.hub.Close()
@@ -358,6 +375,15 @@ func (a *Agent) Kill() { a.killOnce.Do(func() { close(a.killed) }) }
 // Subscribe returns a watch on this agent's status: the current one first,
 // then every change (see localapi.Hub).
 func (a *Agent) Subscribe() *localapi.Subscription { return a.hub.Subscribe() }
+
+// MetricsAddr returns the host:port the metrics listener is bound to (the
+// port chosen when [metrics] listen gave port 0), or "" when it is off.
+func (a *Agent) MetricsAddr() string {
+	if a.metricsLn == nil {
+		return ""
+	}
+	return a.metricsLn.Addr().String()
+}
 
 // SocketPath returns the path of the agent's API socket.
 func (a *Agent) SocketPath() string { return a.cfg.API.Socket }
@@ -438,6 +464,11 @@ func (a *Agent) nextWake(now protocols.Time) time.Duration {
 func (a *Agent) closeAll() {
 	if a.listener != nil && a.srv == nil {
 		_ = a.listener.Close()
+	}
+	if a.metricsLn != nil {
+		// Already closed when it was served; closed here when New failed
+		// after opening it or Run never served it.
+		_ = a.metricsLn.Close()
 	}
 	if a.cluster != nil {
 		if err := a.cluster.Shutdown(); err != nil {

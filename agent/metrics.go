@@ -23,10 +23,14 @@ import (
 type metricsCollector struct{ a *Agent }
 
 var (
-	descRole             = prometheus.NewDesc("conclave_role", "1 for this agent's current role, by role.", []string{"role"}, nil)
-	descEpoch            = prometheus.NewDesc("conclave_epoch", "The current epoch (fencing token).", nil, nil)
-	descIsLeader         = prometheus.NewDesc("conclave_is_leader", "1 while this agent leads (with a valid lease in majority).", nil, nil)
-	descLeaderChanges    = prometheus.NewDesc("conclave_leader_changes_total", "Leadership changes this agent observed.", nil, nil)
+	descRole          = prometheus.NewDesc("conclave_role", "1 for this agent's current role, by role.", []string{"role"}, nil)
+	descEpoch         = prometheus.NewDesc("conclave_epoch", "The current epoch (fencing token).", nil, nil)
+	descIsLeader      = prometheus.NewDesc("conclave_is_leader", "1 while this agent leads (with a valid lease in majority).", nil, nil)
+	descHasLeader     = prometheus.NewDesc("conclave_has_leader", "1 while this agent knows a leader (itself or another).", nil, nil)
+	descLeaderChanges = prometheus.NewDesc("conclave_leader_changes_seen_total", "Leadership changes this agent observed.", nil, nil)
+	// The name before etcd's was adopted; it goes in the release after
+	// the one that deprecated it (CHANGELOG.md).
+	descLeaderChangesOld = prometheus.NewDesc("conclave_leader_changes_total", "Deprecated: use conclave_leader_changes_seen_total (same value); this name goes in the next release.", nil, nil)
 	descElectionsStarted = prometheus.NewDesc("conclave_elections_started_total", "Elections this agent took part in as a candidate.", nil, nil)
 	descElectionsWon     = prometheus.NewDesc("conclave_elections_won_total", "Elections this agent won.", nil, nil)
 	descSent             = prometheus.NewDesc("conclave_messages_sent_total", "Election messages handed to the transport, by kind.", []string{"kind"}, nil)
@@ -47,7 +51,7 @@ var (
 )
 
 func (c metricsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRole, descEpoch, descIsLeader, descLeaderChanges, descElectionsStarted,
+	for _, d := range []*prometheus.Desc{descRole, descEpoch, descIsLeader, descHasLeader, descLeaderChanges, descLeaderChangesOld, descElectionsStarted,
 		descElectionsWon, descSent, descReceived, descRefused, descBeyondCeiling, descDropped, descLeaderPhi, descQuorumVoters,
 		descQuorumReachable, descQuorumHealthy, descMembers, descRequests, descAPIRefused, descAPIOpen, descHandshakeFailed, descGossipProblems} {
 		ch <- d
@@ -85,7 +89,9 @@ func (c metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descEpoch, float64(snap.status.Epoch))
 	gauge(descIsLeader, b2f(snap.status.Role == api.RoleLeader))
+	gauge(descHasLeader, b2f(snap.status.Leader != ""))
 	counter(descLeaderChanges, float64(snap.stats.LeaderChanges))
+	counter(descLeaderChangesOld, float64(snap.stats.LeaderChanges))
 	counter(descElectionsStarted, float64(snap.stats.ElectionsStarted))
 	counter(descElectionsWon, float64(snap.stats.ElectionsWon))
 	for _, k := range protocols.AllKinds() {

@@ -15,6 +15,7 @@ type Config struct {
 	Detector  Detector  `toml:"detector"`
 	Election  Election  `toml:"election"`
 	API       API       `toml:"api"`
+	Metrics   Metrics   `toml:"metrics"`
 	Log       Log       `toml:"log"`
 	// Checks are the health checks that gate leadership ([[check]],
 	// docs/health.md); Hooks the commands run on transitions ([[hook]]).
@@ -174,6 +175,16 @@ type API struct {
 	// MaxWatchers bounds the open /v1/watch streams; beyond it a watch
 	// request gets a 503. Default 256; at most MaxConnections.
 	MaxWatchers int `toml:"max_watchers"`
+}
+
+// Metrics configures the optional TCP listener for Prometheus.
+type Metrics struct {
+	// Listen is the host:port that serves GET /metrics and the read-only
+	// GET /v1/health over plain HTTP, for a Prometheus server that cannot
+	// reach the Unix socket. Nothing else is served there: resign, maint
+	// and voter changes stay on the socket, where the kernel names the
+	// caller. Empty (the default): no TCP listener.
+	Listen string `toml:"listen"`
 }
 
 // Log configures logging.

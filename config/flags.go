@@ -113,6 +113,8 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	integer("api.max_connections", "socket connections open at once; beyond, 503", func(c *Config) *int { return &c.API.MaxConnections })
 	integer("api.max_watchers", "watch streams open at once; beyond, 503", func(c *Config) *int { return &c.API.MaxWatchers })
 
+	str("metrics.listen", "host:port serving /metrics and /v1/health over HTTP (default off)", func(c *Config) *string { return &c.Metrics.Listen })
+
 	str("log.level", "debug, info, warn or error", func(c *Config) *string { return &c.Log.Level })
 	str("log.format", "json or console", func(c *Config) *string { return &c.Log.Format })
 	return f

@@ -129,6 +129,7 @@ func (c *Config) Validate() error {
 	c.validateDetector(&ch)
 	c.validateElection(&ch)
 	c.validateAPI(&ch)
+	c.validateMetrics(&ch)
 	c.validateLog(&ch)
 	c.validateHealth(&ch)
 	if len(ch.problems) == 0 {
@@ -347,6 +348,14 @@ func (c *Config) validateAPI(ch *checker) {
 		ch.add("api.socket_mode", "%s has bits beyond 0777", m)
 	} else if m&0o600 != 0o600 {
 		ch.add("api.socket_mode", "%s must give the owner read and write (0600), or the agent's own CLI cannot connect", m)
+	}
+}
+
+func (c *Config) validateMetrics(ch *checker) {
+	if l := c.Metrics.Listen; l != "" {
+		if p := hostPortProblem(l); p != "" {
+			ch.add("metrics.listen", "%s: give a host:port such as \"127.0.0.1:9947\", or \"\" for no TCP listener", p)
+		}
 	}
 }
 

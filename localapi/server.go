@@ -100,8 +100,9 @@ type Server struct {
 	done     chan struct{} // closed by Shutdown: ends streams and waits
 	doneOnce sync.Once
 
-	mu   sync.Mutex
-	http *http.Server
+	mu     sync.Mutex
+	http   *http.Server
+	roHTTP *http.Server // ServeReadOnly's, when serving
 }
 
 // New returns a Server for opts.
@@ -419,20 +420,24 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 // Shutdown ends watch streams and blocking queries (each gets a final
-// answer), stops accepting, and waits for requests in flight until ctx
+// answer), stops accepting on the socket and on ServeReadOnly's listener,
+// and waits for requests in flight until ctx
 // ends.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.doneOnce.Do(func() { close(s.done) })
 	s.mu.Lock()
-	srv := s.http
+	srvs := []*http.Server{s.http, s.roHTTP}
 	s.mu.Unlock()
-	if srv == nil {
-		return nil
+	var errs []error
+	for _, srv := range srvs {
+		if srv == nil {
+			continue
+		}
+		if err := srv.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("localapi: shutdown: %w", err))
+		}
 	}
-	if err := srv.Shutdown(ctx); err != nil {
-		return fmt.Errorf("localapi: shutdown: %w", err)
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // drainBody reads and discards r's body under a read deadline, then clears

@@ -17,19 +17,21 @@ type conventionCase struct {
 }
 
 var conventionCases = map[string]conventionCase{
-	"run":     {},
-	"dev":     {},
-	"status":  {client: true},
-	"members": {client: true},
-	"leader":  {client: true},
-	"watch":   {client: true},
-	"resign":  {client: true},
-	"maint":   {words: []string{"on"}, client: true},
-	"voters":  {words: []string{"add", "n4"}, client: true},
-	"recover": {},
-	"exec":    {},
-	"keygen":  {},
-	"version": {},
+	"run":        {},
+	"dev":        {},
+	"status":     {client: true},
+	"members":    {client: true},
+	"leader":     {client: true},
+	"watch":      {client: true},
+	"resign":     {client: true},
+	"maint":      {words: []string{"on"}, client: true},
+	"voters":     {words: []string{"add", "n4"}, client: true},
+	"recover":    {},
+	"exec":       {},
+	"keygen":     {},
+	"version":    {},
+	"completion": {words: []string{"bash"}},
+	"man":        {},
 }
 
 // TestEveryCommandFollowsTheConvention runs every command of the CLI's

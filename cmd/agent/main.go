@@ -7,6 +7,7 @@
 //	agent recover -config FILE -voters LIST   (offline, after losing the quorum)
 //	agent exec -- CMD ARGS…     run CMD only while this node leads
 //	agent keygen | version
+//	agent completion bash|zsh|fish | man -dir DIR
 //
 // Each command lives in its own file; commands are thin: parse flags, make
 // one call, format the answer.
@@ -49,7 +50,10 @@ type command struct {
 	// their own (exec): its flags end at the first word or "--", so the
 	// command's own flags are left alone.
 	commandLine bool
-	run         func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+	// words are the fixed words the command takes first ("on", "off"),
+	// offered by shell completion; nil when it takes none or free ones.
+	words []string
+	run   func(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
 func commands() []command {
@@ -83,11 +87,13 @@ func commands() []command {
 			about:   "Hands leadership over to another node; refused (exit 1) if this agent does not lead.",
 			example: []string{"agent resign -socket data/cluster/n1/agent.sock"}},
 		{name: "maint", summary: "maint on [-reason TEXT] | off: stop or resume putting this agent forward", run: runMaint,
+			words:   []string{"on", "off"},
 			usage:   []string{"on [-reason TEXT] [flags]", "off [flags]"},
 			about:   "on: this agent stops putting itself forward and hands leadership over if it\nleads, until off; kept across restarts (docs/health.md).",
 			example: []string{"agent maint on -reason 'kernel upgrade' -socket data/cluster/n1/agent.sock"},
 		},
 		{name: "voters", summary: "list the voters; add NAME / remove NAME changes them (majority)", run: runVoters,
+			words: []string{"add", "remove"},
 			usage: []string{"[flags]              list the committed voters (and a pending change)",
 				"add NAME [flags]     make member NAME a voter",
 				"remove NAME [flags]  make voter NAME an observer"},
@@ -109,10 +115,21 @@ func commands() []command {
 			usage:   []string{""},
 			about:   "Prints a fresh random cluster key (base64 of 32 bytes) for [gossip] key.",
 			example: []string{"agent keygen"}},
-		{name: "version", summary: "print the version", run: runVersion,
-			usage:   []string{""},
-			about:   "Prints the agent's version.",
-			example: []string{"agent version"}},
+		{name: "version", summary: "print the version, commit and Go version", run: runVersion,
+			usage:   []string{"[-json]"},
+			about:   "Prints the agent's version, the commit it was built from and whether that\ntree had uncommitted changes, and the Go version and platform.",
+			example: []string{"agent version -json"}},
+		{name: "completion", summary: "print a shell completion script: bash, zsh or fish", run: runCompletion,
+			usage: []string{"bash|zsh|fish"},
+			words: completionShells,
+			about: "Prints a completion script for every command and flag. Load it with\n" +
+				"  source <(agent completion bash)\n" +
+				"or install it where the shell looks (the Debian package does).",
+			example: []string{"agent completion bash > /etc/bash_completion.d/agent"}},
+		{name: "man", summary: "write the man pages: agent(1) and agent-NAME(1) per command", run: runMan,
+			usage:   []string{"-dir DIR"},
+			about:   "Writes agent.1 and one agent-NAME.1 per command into DIR, from the same\ncommand table as the help and the completions.",
+			example: []string{"agent man -dir dist/man"}},
 	}
 }
 
@@ -228,7 +245,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: agent <command> [flags] [words]")
 	fmt.Fprintln(w)
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run 'agent help <command>' (or 'agent <command> -h') for its flags and an example.")
@@ -277,6 +294,10 @@ func parseArgs(fs *flag.FlagSet, args []string, stdout io.Writer) (words []strin
 		return words, 0, true
 	}
 	if errors.Is(err, flag.ErrHelp) {
+		if sink, ok := stdout.(*flagSink); ok {
+			sink.fs = fs // commandFlags asked for the flags, not the help
+			return nil, 0, false
+		}
 		printHelp(stdout, c, fs)
 		return nil, 0, false
 	}
