@@ -219,7 +219,7 @@ type Node struct {
 	detectors map[protocols.ID]*phi.Detector
 	// arrivals holds each member's heartbeat inter-arrival histogram
 	// (core/arrivals.go).
-	arrivals map[protocols.ID]*arrivals
+	arrivals  map[protocols.ID]*arrivals
 	suspected map[protocols.ID]bool
 	// suspectAt caches each detector's SuspectAt until its next heartbeat.
 	suspectAt map[protocols.ID]protocols.Time
