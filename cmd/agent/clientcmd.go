@@ -152,6 +152,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("members", stderr)
 	cf := addClientFlags(fs)
+	verbose := fs.Bool("v", false, "also show each member's heartbeat gaps as this agent received them: p50, p99, p99.9, the longest, and how many (agent tune recommends timings from them)")
 	words, code, ok := parseArgs(fs, args, stdout)
 	if !ok {
 		return code
@@ -172,9 +173,22 @@ func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 0
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tID\tADDRESS\tSTATE\tPHI")
+	if !*verbose {
+		fmt.Fprintln(tw, "NAME\tID\tADDRESS\tSTATE\tPHI")
+		for _, m := range ms {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.2f\n", m.Name, m.ID, m.Addr, m.State, m.Phi)
+		}
+		_ = tw.Flush()
+		return 0
+	}
+	fmt.Fprintln(tw, "NAME\tID\tADDRESS\tSTATE\tPHI\tGAP P50\tP99\tP99.9\tMAX\tSAMPLES")
 	for _, m := range ms {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.2f\n", m.Name, m.ID, m.Addr, m.State, m.Phi)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.2f", m.Name, m.ID, m.Addr, m.State, m.Phi)
+		if h := m.Heartbeats; h != nil {
+			fmt.Fprintf(tw, "\t%s\t%s\t%s\t%s\t%d\n", fmtMs(h.P50Ms), fmtMs(h.P99Ms), fmtMs(h.P999Ms), fmtMs(h.MaxGapMs), h.Samples)
+		} else {
+			fmt.Fprintln(tw, "\t-\t-\t-\t-\t0")
+		}
 	}
 	_ = tw.Flush()
 	return 0
@@ -354,4 +368,9 @@ func printStatus(w io.Writer, st api.Status) {
 		fmt.Fprintf(tw, "PROBLEM\t%s\n", p)
 	}
 	_ = tw.Flush()
+}
+
+// fmtMs prints milliseconds as a duration to the millisecond.
+func fmtMs(ms float64) string {
+	return time.Duration(ms * float64(time.Millisecond)).Round(time.Millisecond).String()
 }
