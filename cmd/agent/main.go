@@ -2,7 +2,8 @@
 //
 //	agent run -config FILE      run the daemon
 //	agent dev [-nodes N]        run a local cluster to try failover
-//	agent status | members | leader [-wait D] | watch | resign
+//	agent status | members [-v] | leader [-wait D] | watch | resign
+//	agent tune [-config FILE]   recommend timings from measured gaps
 //	agent voters [add NAME | remove NAME]
 //	agent recover -config FILE -voters LIST   (offline, after losing the quorum)
 //	agent exec -- CMD ARGS…     run CMD only while this node leads
@@ -71,9 +72,16 @@ func commands() []command {
 			about:   "Prints the role, leader, epoch, lease, members and quorum this agent sees.",
 			example: []string{"agent status -socket data/cluster/n1/agent.sock"}},
 		{name: "members", summary: "list the members and their phi", run: runMembers,
-			usage:   []string{"[-json] [-socket PATH]"},
-			about:   "Lists every member gossip knows, its state and the phi this agent computes for it.",
+			usage:   []string{"[-v] [-json] [-socket PATH]"},
+			about:   "Lists every member gossip knows, its state and the phi this agent computes for it;\n-v adds the gaps between its heartbeats as this agent received them.",
 			example: []string{"agent members -socket data/cluster/n1/agent.sock"}},
+		{name: "tune", summary: "recommend timings from the heartbeat gaps this agent measured", run: runTune,
+			usage: []string{"[-config FILE] [-target N] [-json] [-socket PATH]"},
+			about: "Reads the heartbeat gaps this agent measured (agent members -v), judges the\n" +
+				"timings in force (-config, else the defaults) and recommends a phi threshold and\n" +
+				"an election timeout whose predicted false alarms stay within -target a day per\n" +
+				"member, with the failover time they imply. Run it on the leader.",
+			example: []string{"agent tune -config /etc/conclave/agent.toml -socket /run/conclave/agent.sock"}},
 		{name: "leader", summary: "show the leader and epoch; -wait waits for a new leader", run: runLeader,
 			usage:   []string{"[-wait D [-index E]] [-json] [-socket PATH]"},
 			about:   "Prints the leader and its epoch; with -wait, first waits up to D for a leader\nin an epoch above -index (default: the current one).",
