@@ -1,19 +1,18 @@
-package ring_test
+package sim_test
 
 import (
 	"testing"
 
-	"github.com/conclave-agent/conclave/protocols/internal/simtest"
 	"github.com/conclave-agent/conclave/protocols/ring"
 	"github.com/conclave-agent/conclave/sim/registry"
 )
 
-// The ring's own assumptions (simtest.Assumptions): after the faults stop
+// The ring's own assumptions (highestAssumptions): after the faults stop
 // the highest id leads, known to every node, within the liveness bound.
-func TestSimAssumptions(t *testing.T) {
+func TestRingAssumptions(t *testing.T) {
 	for _, alg := range []string{ring.AlgLCR, ring.AlgHS, ring.AlgPeterson} {
 		t.Run(alg, func(t *testing.T) {
-			st := simtest.RunSchedules(t, simtest.Schedules, registry.Ring(alg), simtest.Assumptions, simtest.HighestLeads)
+			st := runHighestSchedules(t, highestSchedules, registry.Ring(alg), highestAssumptions, highestLeads)
 			if st.Elections < int64(st.Schedules) {
 				t.Errorf("only %d elections in %d schedules", st.Elections, st.Schedules)
 			}
@@ -25,11 +24,11 @@ func TestSimAssumptions(t *testing.T) {
 // coexist, but never with the same epoch, epochs never go back, the fenced
 // resource never accepts one epoch from two leaders, and after the heal one
 // leader is agreed on.
-func TestSimPartitions(t *testing.T) {
+func TestRingPartitions(t *testing.T) {
 	for _, alg := range []string{ring.AlgLCR, ring.AlgHS, ring.AlgPeterson} {
 		t.Run(alg, func(t *testing.T) {
-			st := simtest.RunSchedules(t, simtest.Schedules, registry.Ring(alg), simtest.AllFaults, nil)
-			simtest.CheckEveryFaultInjected(t, st)
+			st := runHighestSchedules(t, highestSchedules, registry.Ring(alg), highestAllFaults, nil)
+			checkEveryFaultInjected(t, st)
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package bully_test
+package sim_test
 
 import (
 	"fmt"
@@ -6,11 +6,10 @@ import (
 
 	"github.com/conclave-agent/conclave/protocols"
 	"github.com/conclave-agent/conclave/protocols/bully"
-	"github.com/conclave-agent/conclave/protocols/internal/simtest"
 	"github.com/conclave-agent/conclave/sim"
 )
 
-func factory(noPreempt bool) sim.Factory {
+func bullyFactory(noPreempt bool) sim.Factory {
 	return func(nc sim.NodeConfig) (protocols.Protocol, error) {
 		return bully.New(bully.Config{
 			ID: nc.Self.ID, Members: nc.Members,
@@ -20,18 +19,18 @@ func factory(noPreempt bool) sim.Factory {
 	}
 }
 
-// Bully's own assumptions (simtest.Assumptions): after the faults stop the
+// Bully's own assumptions (highestAssumptions): after the faults stop the
 // highest id leads, known to every node, within the liveness bound.
-func TestSimAssumptions(t *testing.T) {
+func TestBullyAssumptions(t *testing.T) {
 	for _, noPreempt := range []bool{false, true} {
 		t.Run(fmt.Sprintf("preempt=%v", !noPreempt), func(t *testing.T) {
-			check := simtest.HighestLeads
+			check := highestLeads
 			if noPreempt {
 				// A recovered higher id follows the healthy leader by
 				// design; only agreement is required.
 				check = nil
 			}
-			st := simtest.RunSchedules(t, simtest.Schedules, factory(noPreempt), simtest.Assumptions, check)
+			st := runHighestSchedules(t, highestSchedules, bullyFactory(noPreempt), highestAssumptions, check)
 			if st.Elections < int64(st.Schedules) {
 				t.Errorf("only %d elections in %d schedules", st.Elections, st.Schedules)
 			}
@@ -43,11 +42,11 @@ func TestSimAssumptions(t *testing.T) {
 // coexist, but never with the same epoch, epochs never go back, the fenced
 // resource never accepts one epoch from two leaders, and after the heal one
 // leader is agreed on.
-func TestSimPartitions(t *testing.T) {
+func TestBullyPartitions(t *testing.T) {
 	for _, noPreempt := range []bool{false, true} {
 		t.Run(fmt.Sprintf("preempt=%v", !noPreempt), func(t *testing.T) {
-			st := simtest.RunSchedules(t, simtest.Schedules, factory(noPreempt), simtest.AllFaults, nil)
-			simtest.CheckEveryFaultInjected(t, st)
+			st := runHighestSchedules(t, highestSchedules, bullyFactory(noPreempt), highestAllFaults, nil)
+			checkEveryFaultInjected(t, st)
 		})
 	}
 }
@@ -55,17 +54,17 @@ func TestSimPartitions(t *testing.T) {
 // Without preemption a recovered higher id follows the healthy leader, so
 // the highest-id check must catch some schedule: evidence the check is
 // not vacuous.
-func TestSimHighestCheckHasTeeth(t *testing.T) {
+func TestBullyHighestCheckHasTeeth(t *testing.T) {
 	found := ""
 	for i := range 300 {
-		c, f := simtest.Capture(factory(true))
-		o := sim.Options{Factory: f, ElectionTimeout: simtest.ET, Checks: sim.NoLeaseChecks(simtest.ET),
+		c, f := capture(bullyFactory(true))
+		o := sim.Options{Factory: f, ElectionTimeout: highestET, Checks: sim.NoLeaseChecks(highestET),
 			Faults: []sim.FaultKind{sim.FaultCrash}}
 		res, err := sim.Run(o, sim.ScheduleSeed(5, i))
 		if err != nil || res.Violation != nil {
 			t.Fatalf("seed %d: %v %v", res.Seed, err, res.Violation)
 		}
-		if found = simtest.HighestLeads(res, c.Nodes); found != "" {
+		if found = highestLeads(res, c.nodes); found != "" {
 			t.Logf("schedule %d: %s", i, found)
 			return
 		}

@@ -1,7 +1,4 @@
-// Package simtest runs the simulator's randomised fault schedules for the
-// tests of the highest-id protocols (bully and ring), which share the way
-// they run them and what they check after the heal.
-package simtest
+package sim_test
 
 import (
 	"fmt"
@@ -15,49 +12,52 @@ import (
 	"github.com/conclave-agent/conclave/sim"
 )
 
+// The randomised fault schedules of the highest-id protocols (bully and
+// ring), which share the way they run them and what they check after the
+// heal (bully_test.go, ring_test.go).
 const (
-	// Schedules is how many schedules a test runs without the race
-	// detector; under -race or -short a tenth.
-	Schedules = 2000
-	// ET is the runs' election timeout; the liveness bound is 30 of them
-	// after the heal.
-	ET = 100 * time.Millisecond
-	// Settle is how long a run goes on after liveness (sim's
-	// Checks.Settle) before HighestLeads looks: the preempt delay the
+	// highestSchedules is how many schedules a test runs without the race
+	// detector; under -short a tenth.
+	highestSchedules = 2000
+	// highestET is the runs' election timeout; the liveness bound is 30 of
+	// them after the heal.
+	highestET = 100 * time.Millisecond
+	// highestSettle is how long a run goes on after liveness (sim's
+	// Checks.Settle) before highestLeads looks: the preempt delay the
 	// registry gives bully and ring (3 ET) and ten more for the takeover.
-	Settle = 13 * ET
+	highestSettle = 13 * highestET
 )
 
-// Captured remembers the newest instance a factory built per node id, so
+// captured remembers the newest instance a factory built per node id, so
 // that after a run the test can ask who each live node follows.
-type Captured struct {
+type captured struct {
 	mu    sync.Mutex
-	Nodes map[protocols.ID]protocols.Protocol
+	nodes map[protocols.ID]protocols.Protocol
 }
 
-// Capture wraps f so that the instances it builds are remembered.
-func Capture(f sim.Factory) (*Captured, sim.Factory) {
-	c := &Captured{Nodes: map[protocols.ID]protocols.Protocol{}}
+// capture wraps f so that the instances it builds are remembered.
+func capture(f sim.Factory) (*captured, sim.Factory) {
+	c := &captured{nodes: map[protocols.ID]protocols.Protocol{}}
 	return c, func(nc sim.NodeConfig) (protocols.Protocol, error) {
 		n, err := f(nc)
 		if err == nil {
 			c.mu.Lock()
-			c.Nodes[nc.Self.ID] = n
+			c.nodes[nc.Self.ID] = n
 			c.mu.Unlock()
 		}
 		return n, err
 	}
 }
 
-// Check returns a complaint about a run's final state, or "".
-type Check func(res sim.Result, nodes map[protocols.ID]protocols.Protocol) string
+// finalCheck returns a complaint about a run's final state, or "".
+type finalCheck func(res sim.Result, nodes map[protocols.ID]protocols.Protocol) string
 
-// RunSchedules runs count schedules (sim.ScheduleSeed(1, i)) of the
+// runHighestSchedules runs count schedules (sim.ScheduleSeed(1, i)) of the
 // protocol f builds on a worker pool, each with the options opts makes of
 // its own capturing factory, and fails t on every error, violation and
 // complaint of check (nil checks nothing beyond the simulator's own
 // checks). It returns the summed statistics.
-func RunSchedules(t *testing.T, count int, f sim.Factory, opts func(f sim.Factory) sim.Options, check Check) sim.Stats {
+func runHighestSchedules(t *testing.T, count int, f sim.Factory, opts func(f sim.Factory) sim.Options, check finalCheck) sim.Stats {
 	t.Helper()
 	racetest.SkipSampledSchedules(t)
 	if testing.Short() {
@@ -75,7 +75,7 @@ func RunSchedules(t *testing.T, count int, f sim.Factory, opts func(f sim.Factor
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
 			for i := range next {
-				c, cf := Capture(f)
+				c, cf := capture(f)
 				seed := sim.ScheduleSeed(1, i)
 				res, err := sim.Run(opts(cf), seed)
 				msg := ""
@@ -85,7 +85,7 @@ func RunSchedules(t *testing.T, count int, f sim.Factory, opts func(f sim.Factor
 				case res.Violation != nil:
 					msg = res.Violation.Error()
 				case check != nil:
-					msg = check(res, c.Nodes)
+					msg = check(res, c.nodes)
 				}
 				mu.Lock()
 				total.Add(res.Stats)
@@ -112,10 +112,11 @@ func RunSchedules(t *testing.T, count int, f sim.Factory, opts func(f sim.Factor
 	return total
 }
 
-// HighestLeads checks that the run reached agreement and that the leader is
+// highestLeads checks that the run reached agreement and that the leader is
 // the highest id (after the heal every node is live again, and the run goes
-// on for Settle, so a restarted highest id is past its preempt delay).
-func HighestLeads(res sim.Result, nodes map[protocols.ID]protocols.Protocol) string {
+// on for highestSettle, so a restarted highest id is past its preempt
+// delay).
+func highestLeads(res sim.Result, nodes map[protocols.ID]protocols.Protocol) string {
 	if res.Recovery < 0 {
 		return "no agreement on a leader after the heal"
 	}
@@ -131,25 +132,26 @@ func HighestLeads(res sim.Result, nodes map[protocols.ID]protocols.Protocol) str
 	return ""
 }
 
-// Assumptions are the faults the highest-id protocols are built to
+// highestAssumptions are the faults the highest-id protocols are built to
 // survive: fixed membership, no partitions, crashes detected (the
 // simulator's suspicion and gossip models), plus pauses, a slow network,
 // message loss and duplication.
-func Assumptions(f sim.Factory) sim.Options {
-	o := sim.Options{Factory: f, ElectionTimeout: ET, Checks: sim.NoLeaseChecks(ET)}
+func highestAssumptions(f sim.Factory) sim.Options {
+	o := sim.Options{Factory: f, ElectionTimeout: highestET, Checks: sim.NoLeaseChecks(highestET)}
 	o.Faults = []sim.FaultKind{sim.FaultCrash, sim.FaultPause, sim.FaultSlowNetwork}
-	o.Checks.Settle = Settle
+	o.Checks.Settle = highestSettle
 	return o
 }
 
-// AllFaults schedules every fault, partitions and resignations included.
-func AllFaults(f sim.Factory) sim.Options {
-	return sim.Options{Factory: f, ElectionTimeout: ET, Checks: sim.NoLeaseChecks(ET)}
+// highestAllFaults schedules every fault, partitions and resignations
+// included.
+func highestAllFaults(f sim.Factory) sim.Options {
+	return sim.Options{Factory: f, ElectionTimeout: highestET, Checks: sim.NoLeaseChecks(highestET)}
 }
 
-// CheckEveryFaultInjected fails t when some scheduled fault kind never ran:
+// checkEveryFaultInjected fails t when some scheduled fault kind never ran:
 // the schedules would then test less than they claim.
-func CheckEveryFaultInjected(t *testing.T, st sim.Stats) {
+func checkEveryFaultInjected(t *testing.T, st sim.Stats) {
 	t.Helper()
 	for _, k := range sim.ScheduledFaults() {
 		if st.Faults[k] == 0 {
