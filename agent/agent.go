@@ -213,7 +213,6 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 		ml, err := membership.Start(membership.Config{
 			Name:         cfg.Node.Name,
 			ID:           a.self.ID,
-			Voter:        a.self.Voter,
 			Bind:         cfg.Gossip.Bind,
 			Advertise:    gossipAdvertise,
 			Join:         cfg.Gossip.Join,

@@ -104,10 +104,9 @@ type ddEnv struct {
 
 // ddNode is one agent: its core while it runs, and what survives a crash.
 type ddNode struct {
-	id    protocols.ID
-	name  string
-	voter bool
-	c     *core.Node // nil while crashed
+	id   protocols.ID
+	name string
+	c    *core.Node // nil while crashed
 	// Durable: the last persisted HardState and observed epoch.
 	hs       protocols.HardState
 	observed uint64
@@ -351,8 +350,7 @@ func (env *ddEnv) addNodes(t *testing.T, d *datadriven.TestData) {
 		env.spec.Voters = append(env.spec.Voters, fmt.Sprintf("n%d", v))
 	}
 	for i := 1; i <= count; i++ {
-		n := &ddNode{id: protocols.ID(i), name: fmt.Sprintf("n%d", i),
-			voter: core.IsVoter(protocol, env.spec.Voters, fmt.Sprintf("n%d", i))}
+		n := &ddNode{id: protocols.ID(i), name: fmt.Sprintf("n%d", i)}
 		env.nodes = append(env.nodes, n)
 		if err := env.start(n); err != nil {
 			d.Fatalf(t, "%v", err)
@@ -365,7 +363,7 @@ func (env *ddEnv) addNodes(t *testing.T, d *datadriven.TestData) {
 func (env *ddEnv) start(n *ddNode) error {
 	n.starts++
 	spec := env.spec
-	spec.Self = protocols.Member{ID: n.id, Name: n.name, Voter: n.voter}
+	spec.Self = protocols.Member{ID: n.id, Name: n.name}
 	spec.HardState = n.hs
 	spec.Now = env.now
 	spec.Rand = core.NewRand(uint64(n.id), n.starts)
@@ -393,7 +391,7 @@ func (env *ddEnv) start(n *ddNode) error {
 
 // record is the membership record gossip shows of n.
 func (env *ddEnv) record(n *ddNode) membership.Member {
-	m := membership.Member{Name: n.name, ID: n.id, Voter: n.voter, State: membership.StateAlive,
+	m := membership.Member{Name: n.name, ID: n.id, State: membership.StateAlive,
 		Addr: fmt.Sprintf("10.0.0.%d:7946", n.id), PeerID: fmt.Sprintf("peer-%d", n.id), PeerAddr: fmt.Sprintf("/mem/%d", n.id),
 		Digest: n.digest, DigestExt: n.digestExt}
 	if n.c == nil {

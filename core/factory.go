@@ -100,27 +100,10 @@ func NewProtocol(s ProtocolSpec) (protocols.Protocol, error) {
 	return p, nil
 }
 
-// IsVoter reports whether a node named name votes: every member of bully
-// and ring is a candidate; majority's voters are the named ones.
-func IsVoter(protocol string, voters []string, name string) bool {
-	if !traitsOf(protocol).namedVoters {
-		return true
-	}
-	for _, v := range voters {
-		if v == name {
-			return true
-		}
-	}
-	return false
-}
-
 // traits is what the core needs to know of a protocol besides its
 // instance. traitsOf and NewProtocol are the only places that read the
 // protocol's name: everything else in the core asks these.
 type traits struct {
-	// namedVoters: only the configured voters vote (majority); in bully
-	// and ring every member is a candidate.
-	namedVoters bool
 	// gossipObservers: observers learn the leader from gossiped
 	// announcements when the cluster gossips (protocols/observe).
 	gossipObservers bool
@@ -134,7 +117,7 @@ func traitsOf(protocol string) traits {
 	noExt := func(ProtocolSpec) string { return "" }
 	switch protocol {
 	case ProtocolMajority:
-		return traits{namedVoters: true, gossipObservers: true,
+		return traits{gossipObservers: true,
 			settings: func(e ProtocolSpec) string { return fmt.Sprintf("majority et=%v", e.ElectionTimeout) },
 			ext: func(e ProtocolSpec) string {
 				return "pv=" + boolDigit(e.PreVote) + " cq=" + boolDigit(e.CheckQuorum)

@@ -49,9 +49,8 @@ type Start struct {
 // leads before its service is known healthy (docs/health.md).
 func ConfigFrom(cfg config.Config, st Start) Config {
 	self := protocols.Member{
-		ID:    protocols.ID(cfg.Node.ID),
-		Name:  cfg.Node.Name,
-		Voter: IsVoter(cfg.Election.Protocol, cfg.Election.Voters, cfg.Node.Name),
+		ID:   protocols.ID(cfg.Node.ID),
+		Name: cfg.Node.Name,
 	}
 	return Config{
 		Election: ProtocolSpec{

@@ -35,8 +35,8 @@ func TestConfigFromStartCandidacy(t *testing.T) {
 	}
 }
 
-// TestConfigFromSelfAndTimings: the core learns who it is, whether it
-// votes, and its timings from the configuration alone.
+// TestConfigFromSelfAndTimings: the core learns who it is, the voters it
+// starts with, and its timings from the configuration alone.
 func TestConfigFromSelfAndTimings(t *testing.T) {
 	cfg := config.Default()
 	cfg.Node.ID, cfg.Node.Name = 9, "n9"
@@ -44,12 +44,11 @@ func TestConfigFromSelfAndTimings(t *testing.T) {
 	cfg.Election.Voters = []string{"n1", "n9"}
 	cfg.Election.ElectionTimeout = config.Duration(300 * time.Millisecond)
 	c := ConfigFrom(cfg, Start{})
-	if s := c.Election.Self; s.ID != 9 || s.Name != "n9" || !s.Voter {
-		t.Errorf("self %+v, want id 9, name n9, a voter", s)
+	if s := c.Election.Self; s.ID != 9 || s.Name != "n9" {
+		t.Errorf("self %+v, want id 9, name n9", s)
 	}
-	cfg.Election.Voters = []string{"n1", "n2"}
-	if ConfigFrom(cfg, Start{}).Election.Self.Voter {
-		t.Error("a node missing from election.voters is a voter")
+	if v := c.Election.Voters; len(v) != 2 || v[1] != "n9" {
+		t.Errorf("voters %v, want the configuration's", v)
 	}
 	if c.ConfirmTimeout != 300*time.Millisecond || c.Election.ElectionTimeout != 300*time.Millisecond {
 		t.Errorf("confirm timeout %v, election timeout %v; want both 300ms", c.ConfirmTimeout, c.Election.ElectionTimeout)

@@ -43,7 +43,7 @@ func newTestNode(t *testing.T, protocol string, opts ...func(*Config)) (*testNod
 	tn := newTestShell()
 	cfg := Config{
 		Election: ProtocolSpec{
-			Protocol: protocol, Self: protocols.Member{ID: 1, Name: "self", Voter: true},
+			Protocol: protocol, Self: protocols.Member{ID: 1, Name: "self"},
 			Voters:          []string{"self", "a", "b", "c"},
 			ElectionTimeout: time.Second, HeartbeatInterval: 50 * time.Millisecond,
 			PreVote: true, CheckQuorum: true, MaxClockDrift: 0.01,
@@ -103,7 +103,7 @@ func (tn *testNode) heard(id protocols.ID) {
 }
 
 func member(name string, id protocols.ID, state membership.State) membership.Member {
-	return membership.Member{Name: name, ID: id, Voter: true, State: state,
+	return membership.Member{Name: name, ID: id, State: state,
 		Addr: fmt.Sprintf("192.168.77.%d:7946", id%250), PeerID: fmt.Sprintf("mem-%d", id), PeerAddr: "/mem"}
 }
 

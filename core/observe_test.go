@@ -27,7 +27,6 @@ func TestNewObserverIsGreeted(t *testing.T) {
 	before := tn.announced
 	for i, name := range []string{"o2", "o3", "o4"} {
 		m := member(name, protocols.ID(i+2), membership.StateAlive)
-		m.Voter = false
 		tn.applyMember(m)
 	}
 	if got := tn.announced - before; got != 1 {

@@ -20,7 +20,7 @@ func policyNode(t *testing.T, spec ProtocolSpec, gossip bool, unsafe Unsafe) *te
 	tn := newTestShell()
 	obs, logs := observer.New(zapcore.InfoLevel)
 	tn.logs = logs
-	spec.Self = protocols.Member{ID: 1, Name: "self", Voter: true}
+	spec.Self = protocols.Member{ID: 1, Name: "self"}
 	spec.ElectionTimeout, spec.HeartbeatInterval = time.Second, 50*time.Millisecond
 	spec.PreVote, spec.CheckQuorum, spec.Preempt, spec.MaxClockDrift = true, true, true, 0.01
 	spec.Now, spec.Rand = tn.now, NewRand(3, 4)
@@ -102,7 +102,6 @@ func TestObserversGetAnnouncementsNotHeartbeats(t *testing.T) {
 			t.Fatalf("gossip=%v: a lone voter is %v, want leader", gossip, st.Role)
 		}
 		obs := member("c", 9, membership.StateAlive)
-		obs.Voter = false
 		tn.ApplyMember(tn.now, obs)
 		heartbeats, announcements := 0, 0
 		for range 100 { // 5 s: announcements every observe.RefreshInterval

@@ -9,16 +9,13 @@ import (
 
 // asObserver makes the test node an observer of the voters a, b and c.
 func asObserver(c *Config) {
-	c.Election.Self.Voter = false
 	c.Election.Voters = []string{"a", "b", "c"}
 }
 
 // joinFleet admits voters a, b, c and observers o5, o6.
 func joinFleet(tn *testNode) {
 	for i, name := range []string{"a", "b", "c", "o5", "o6"} {
-		m := member(name, protocols.ID(i+2), membership.StateAlive)
-		m.Voter = name[0] != 'o'
-		tn.applyMember(m)
+		tn.applyMember(member(name, protocols.ID(i+2), membership.StateAlive))
 	}
 }
 

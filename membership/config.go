@@ -42,8 +42,6 @@ type Config struct {
 	Name string
 	// ID is this node's unique numeric id; it must not be zero.
 	ID protocols.ID
-	// Voter says whether this node votes in majority elections.
-	Voter bool
 	// Bind is the host:port memberlist listens on, TCP and UDP. Port 0
 	// picks a free port (see LocalAddr).
 	Bind string

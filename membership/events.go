@@ -39,8 +39,6 @@ type Member struct {
 	Name string
 	// ID is the node's numeric identity, which orders bully and ring.
 	ID protocols.ID
-	// Voter is true for a node that votes in majority elections.
-	Voter bool
 	// Addr is the node's gossip address, host:port.
 	Addr string
 	// PeerID and PeerAddr are the node's libp2p peer id and multiaddr.
@@ -66,7 +64,7 @@ type Member struct {
 
 // ProtocolMember returns the part of m an election protocol needs.
 func (m Member) ProtocolMember() protocols.Member {
-	return protocols.Member{ID: m.ID, Name: m.Name, Voter: m.Voter, Priority: m.Priority}
+	return protocols.Member{ID: m.ID, Name: m.Name, Priority: m.Priority}
 }
 
 // EventKind says what happened to a member.

@@ -114,7 +114,6 @@ func Start(cfg Config) (*Membership, error) {
 	}
 	nm := nodeMeta{
 		ID:       cfg.ID,
-		Voter:    cfg.Voter,
 		Version:  ProtocolVersion,
 		PeerID:   cfg.PeerID,
 		PeerAddr: cfg.PeerAddr,
@@ -494,7 +493,6 @@ func (m *Membership) record(kind EventKind, n *memberlist.Node, state State) {
 	mb := Member{
 		Name:      n.Name,
 		ID:        meta.ID,
-		Voter:     meta.Voter,
 		Addr:      net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port))),
 		PeerID:    meta.PeerID,
 		PeerAddr:  meta.PeerAddr,

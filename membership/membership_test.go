@@ -44,9 +44,9 @@ type node struct {
 
 func testConfig(name string, id protocols.ID, join ...string) Config {
 	return Config{
-		Name:           name,
-		ID:             id,
-		Voter:          id%2 == 1,
+		Name: name,
+		ID:   id,
+
 		Bind:           "127.0.0.1:0",
 		Join:           join,
 		Profile:        ProfileLocal,
@@ -152,7 +152,7 @@ func waitLog(t *testing.T, logs *observer.ObservedLogs, what string, pred func(o
 
 func wantMember(n *node, cfg Config) Member {
 	return Member{
-		Name: cfg.Name, ID: cfg.ID, Voter: cfg.Voter, Addr: n.LocalAddr(),
+		Name: cfg.Name, ID: cfg.ID, Addr: n.LocalAddr(),
 		PeerID: cfg.PeerID, PeerAddr: cfg.PeerAddr, Version: ProtocolVersion, State: StateAlive,
 	}
 }

@@ -51,8 +51,12 @@ var errBadMeta = errors.New("bad node metadata")
 // ONLY APPEND fields: a decoder reads the fields it knows and ignores the
 // rest, so newer agents can add fields that older ones skip.
 const (
-	metaFormat    = 1
-	metaFlagVoter = 1 << 0
+	metaFormat = 1
+	// Bit 0 is retired: agents up to v0.1.0 set it when their own
+	// election.voters named them. It went stale after a runtime voter
+	// change and nothing decided on it (majority's replicated
+	// configuration says who votes), so it is neither set nor read; do
+	// not reuse it while such agents may still be around.
 	// metaFlagLeaving is set by a node about to leave gracefully. Memberlist
 	// tells its event delegate that a node is gone without saying whether
 	// it left or failed (the node's State field it passes is never
@@ -63,7 +67,6 @@ const (
 // nodeMeta is what a node publishes about itself.
 type nodeMeta struct {
 	ID       protocols.ID
-	Voter    bool
 	Leaving  bool
 	Version  uint16
 	PeerID   string
@@ -93,9 +96,6 @@ const MaxDigestExtLen = 24
 func encodeMeta(m nodeMeta) ([]byte, error) {
 	b := make([]byte, 0, 2+4*binary.MaxVarintLen64+len(m.PeerID)+len(m.PeerAddr))
 	var flags byte
-	if m.Voter {
-		flags |= metaFlagVoter
-	}
 	if m.Leaving {
 		flags |= metaFlagLeaving
 	}
@@ -148,7 +148,6 @@ func decodeMeta(b []byte) (nodeMeta, error) {
 	if b[0] < metaFormat {
 		return m, fmt.Errorf("%w: unknown format %d", errBadMeta, b[0])
 	}
-	m.Voter = b[1]&metaFlagVoter != 0
 	m.Leaving = b[1]&metaFlagLeaving != 0
 	r := metaReader{b: b[2:]}
 	m.ID = protocols.ID(r.uvarint("id"))

@@ -18,7 +18,7 @@ func TestUnreadableMetadataMakesMemberUnusable(t *testing.T) {
 	core, logs := observer.New(zapcore.InfoLevel)
 	m := &Membership{log: zap.New(core), events: newEventQueue(16), members: map[string]Member{}}
 	defer m.events.close()
-	good, err := encodeMeta(nodeMeta{ID: 7, Voter: true, Version: ProtocolVersion, PeerID: "p", PeerAddr: "/ip4/127.0.0.1/tcp/1"})
+	good, err := encodeMeta(nodeMeta{ID: 7, Version: ProtocolVersion, PeerID: "p", PeerAddr: "/ip4/127.0.0.1/tcp/1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 func TestMetaRoundTrip(t *testing.T) {
 	for _, m := range []nodeMeta{
 		{ID: 1, Version: 1},
-		{ID: 1<<64 - 1, Voter: true, Leaving: true, Version: 0xffff, PeerID: "12D3KooWabc", PeerAddr: "/ip4/10.0.0.1/tcp/7947"},
+		{ID: 1<<64 - 1, Leaving: true, Version: 0xffff, PeerID: "12D3KooWabc", PeerAddr: "/ip4/10.0.0.1/tcp/7947"},
 		{ID: 2, Version: 1, PeerID: "p", PeerAddr: "a", User: `{"addr":"10.0.0.5:5432"}`},
 		{ID: 3, Version: 1, PeerID: "p", PeerAddr: "a", Priority: 255},
 		{ID: 4, Version: 1, Digest: "d", User: `{"a":"b"}`, Priority: 10},
@@ -84,7 +84,7 @@ func TestMetaDecodeRejects(t *testing.T) {
 }
 
 func FuzzDecodeMeta(f *testing.F) {
-	good, _ := encodeMeta(nodeMeta{ID: 7, Voter: true, Version: 1, PeerID: "12D3KooW", PeerAddr: "/ip4/127.0.0.1/tcp/1"})
+	good, _ := encodeMeta(nodeMeta{ID: 7, Version: 1, PeerID: "12D3KooW", PeerAddr: "/ip4/127.0.0.1/tcp/1"})
 	f.Add(good)
 	prio, _ := encodeMeta(nodeMeta{ID: 7, Version: 1, PeerID: "p", PeerAddr: "a", Priority: 10})
 	f.Add(prio)
@@ -206,7 +206,7 @@ func TestEventQueuePreservesOrder(t *testing.T) {
 
 func TestMemNetwork(t *testing.T) {
 	net := NewMemNetwork()
-	a, err := net.Join(Member{Name: "a", ID: 1, Voter: true}, 0)
+	a, err := net.Join(Member{Name: "a", ID: 1}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +402,7 @@ func TestMetaDigestExt(t *testing.T) {
 	if _, err := encodeMeta(m); !errors.Is(err, ErrMetaTooLarge) {
 		t.Errorf("oversized extension: %v", err)
 	}
-	big := nodeMeta{ID: 1<<28 - 1, Version: ProtocolVersion, Voter: true,
+	big := nodeMeta{ID: 1<<28 - 1, Version: ProtocolVersion, Leaving: true,
 		PeerID:   "12D3KooWPEYnrcyeaqaJDmT4MyGBiYmpHE4tmWt5ovnG87LQ7z9L",
 		Digest:   strings.Repeat("x", MaxDigestLen),
 		User:     strings.Repeat("u", 200), // config.MaxMetaBytes

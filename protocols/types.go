@@ -14,15 +14,13 @@ type ID uint64
 const None ID = 0
 
 // Member is what a protocol knows about a node: its numeric id, its unique
-// human name, whether it may vote (majority only; bully and ring ignore
-// it), and its leadership priority (node.priority, as gossip publishes it;
+// human name, and its leadership priority (node.priority, as gossip publishes it;
 // bully and ring rank members by (Priority, ID), majority learns it from
 // messages instead). A member from an agent that publishes no priority has
 // priority 0.
 type Member struct {
 	ID       ID
 	Name     string
-	Voter    bool
 	Priority uint8
 }
 

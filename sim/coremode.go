@@ -177,6 +177,7 @@ func (p coreProto) Status(now protocols.Time) protocols.Status {
 func (r *run) startCore(n *node) error {
 	cfg, err := r.o.Core(NodeConfig{
 		Self:              n.member,
+		Voters:            r.voters,
 		Members:           append([]protocols.Member(nil), r.mems...),
 		HardState:         n.hs,
 		Now:               r.local(n),

@@ -277,7 +277,7 @@ func (r *run) healthHeal() {
 		// campaign; if only ineligible nodes know of the change, nobody
 		// leads until one of them is eligible again (docs/health.md).
 		n := r.nodes[i]
-		voter := m.Voter
+		voter := slices.Contains(r.voters, m.Name)
 		if newest.Voters != "" {
 			voter = newest.Has(m.Name) && (n.hs.Config == newest || n.st.Config == newest)
 		}

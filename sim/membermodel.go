@@ -160,7 +160,7 @@ func (r *run) applyMember(on *node, m int, st membership.State) {
 	v.known, v.state = true, st
 	mem := r.mems[m]
 	ev := membership.Member{
-		Name: mem.Name, ID: mem.ID, Voter: mem.Voter, Priority: mem.Priority,
+		Name: mem.Name, ID: mem.ID, Priority: mem.Priority,
 		Addr:   fmt.Sprintf("10.0.0.%d:7946", m+1),
 		PeerID: v.peer, PeerAddr: fmt.Sprintf("/ip4/10.0.0.%d/tcp/7947", m+1),
 		State:  st,

@@ -15,8 +15,10 @@ type NodeConfig struct {
 	// Self is the node being built.
 	Self protocols.Member
 	// Members lists every node of the cluster, Self included, in id order.
-	// Every member is a voter but the last Options.Observers.
 	Members []protocols.Member
+	// Voters names the nodes that start as voters: every member but the
+	// last Options.Observers.
+	Voters []string
 	// HardState is the node's persisted state: zero at the start of a run,
 	// the last persisted HardState on restart.
 	HardState protocols.HardState
@@ -158,7 +160,7 @@ type Options struct {
 	// kind in ScheduledFaults.
 	Faults []FaultKind
 	// Observers is how many nodes (those with the highest ids) start as
-	// non-voters (NodeConfig.Members[i].Voter false); at least one node
+	// non-voters (left out of NodeConfig.Voters); at least one node
 	// stays a voter. Only majority reads it; voter changes promote them.
 	Observers int
 	// NoMessageFaults keeps RandomSchedule from choosing drop and

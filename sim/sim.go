@@ -68,7 +68,9 @@ type run struct {
 	q     queue
 	nodes []*node
 	mems  []protocols.Member
-	conn  [][]bool // conn[from][to]
+	// voters names the nodes that start as voters (the rest observe).
+	voters []string
+	conn   [][]bool // conn[from][to]
 
 	partGen, slowGen   uint32
 	dropProb, dupProb  float64
@@ -182,7 +184,10 @@ func newRun(o Options, seed uint64, rng *rand.Rand, s Schedule) (*run, error) {
 	r.mems = make([]protocols.Member, n)
 	voters := max(n-o.Observers, 1)
 	for i := range r.mems {
-		r.mems[i] = protocols.Member{ID: protocols.ID(i + 1), Name: fmt.Sprintf("n%d", i+1), Voter: i < voters}
+		r.mems[i] = protocols.Member{ID: protocols.ID(i + 1), Name: fmt.Sprintf("n%d", i+1)}
+		if i < voters {
+			r.voters = append(r.voters, r.mems[i].Name)
+		}
 		if i < len(s.Priorities) {
 			// As gossip publishes node.priority: bully and ring rank
 			// members by it before they hear from them.
@@ -246,6 +251,7 @@ func (r *run) start(n *node) error {
 	}
 	cfg := NodeConfig{
 		Self:              n.member,
+		Voters:            r.voters,
 		Members:           append([]protocols.Member(nil), r.mems...),
 		HardState:         n.hs,
 		Now:               r.local(n),

@@ -69,7 +69,7 @@ func TestElectsOnAfterLargestAcceptedTerm(t *testing.T) {
 func TestNewRefusesHardStateBeyondCeiling(t *testing.T) {
 	cfg := baseConfig()
 	cfg.ID, cfg.Voters = 1, []string{"n1"}
-	cfg.Members = []protocols.Member{{ID: 1, Name: "n1", Voter: true}}
+	cfg.Members = []protocols.Member{{ID: 1, Name: "n1"}}
 	cfg.HardState = protocols.HardState{Term: math.MaxUint64 - 1, Epoch: math.MaxUint64 - 1}
 	if _, err := New(cfg); !errors.Is(err, protocols.ErrBeyondCeiling) {
 		t.Errorf("New = %v, want ErrBeyondCeiling", err)
@@ -81,7 +81,7 @@ func TestNewRefusesHardStateBeyondCeiling(t *testing.T) {
 func TestNoCampaignAtTheCeiling(t *testing.T) {
 	cfg := baseConfig()
 	cfg.ID, cfg.Voters = 1, []string{"n1"}
-	cfg.Members = []protocols.Member{{ID: 1, Name: "n1", Voter: true}}
+	cfg.Members = []protocols.Member{{ID: 1, Name: "n1"}}
 	cfg.HardState = protocols.HardState{Term: protocols.Ceiling, Epoch: protocols.Ceiling}
 	cfg.Rand = rand.New(rand.NewPCG(1, 1))
 	n, err := New(cfg)

@@ -45,7 +45,7 @@ func newTestNet(n, observers int, seed uint64, cfg Config) *testNet {
 		} else {
 			voters = append(voters, name)
 		}
-		tn.members = append(tn.members, protocols.Member{ID: protocols.ID(i), Name: name, Voter: i <= n})
+		tn.members = append(tn.members, protocols.Member{ID: protocols.ID(i), Name: name})
 		ids = append(ids, protocols.ID(i))
 	}
 	tn.cfg.Voters = voters

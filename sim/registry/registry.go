@@ -163,11 +163,7 @@ func Core(protocol, algorithm string, unsafe core.Unsafe) sim.CoreFactory {
 		cfg.Election.RingAlgorithm = algorithm
 		cfg.Election.Voters = nil
 		if protocol == core.ProtocolMajority {
-			for _, m := range c.Members {
-				if m.Voter {
-					cfg.Election.Voters = append(cfg.Election.Voters, m.Name)
-				}
-			}
+			cfg.Election.Voters = append([]string(nil), c.Voters...)
 		}
 		cfg.Election.ElectionTimeout = config.Duration(c.ElectionTimeout)
 		cfg.Detector.HeartbeatInterval = config.Duration(c.HeartbeatInterval)
@@ -220,11 +216,7 @@ func spec(c sim.NodeConfig, protocol string) core.ProtocolSpec {
 func Majority(unsafe majority.Unsafe) sim.Factory {
 	return func(c sim.NodeConfig) (protocols.Protocol, error) {
 		s := spec(c, core.ProtocolMajority)
-		for _, m := range c.Members {
-			if m.Voter {
-				s.Voters = append(s.Voters, m.Name)
-			}
-		}
+		s.Voters = append([]string(nil), c.Voters...)
 		s.MajorityUnsafe = unsafe
 		return core.NewProtocol(s)
 	}
