@@ -57,6 +57,7 @@ const (
 	// change and nothing decided on it (majority's replicated
 	// configuration says who votes), so it is neither set nor read; do
 	// not reuse it while such agents may still be around.
+
 	// metaFlagLeaving is set by a node about to leave gracefully. Memberlist
 	// tells its event delegate that a node is gone without saying whether
 	// it left or failed (the node's State field it passes is never
