@@ -52,6 +52,12 @@ const (
 	minSleep = 200 * time.Microsecond
 )
 
+// insecureWarnEvery is how often an agent that listens beyond loopback
+// without a cluster key (gossip.insecure) repeats its warning: one line at
+// start scrolls away, and the state is dangerous for as long as it lasts.
+// A variable so that tests can shorten it.
+var insecureWarnEvery = time.Minute
+
 // watchBuffer is how many changes a watcher may lag behind before it is
 // closed; leadership changes are rare, so 64 is generous.
 const watchBuffer = 64
@@ -401,6 +407,14 @@ func (a *Agent) loop(ctx context.Context, wake *time.Timer, serveErr <-chan erro
 	}
 	events := a.cluster.Events()
 	inbound := a.tr.Inbound()
+	var insecure <-chan time.Time
+	warning := a.cfg.InsecureWarning()
+	if warning != "" {
+		a.log.Warn(warning)
+		t := time.NewTicker(insecureWarnEvery)
+		defer t.Stop()
+		insecure = t.C
+	}
 	var gossiped <-chan []byte
 	if a.gossip != nil {
 		gossiped = a.gossip.Gossiped()
@@ -438,6 +452,8 @@ func (a *Agent) loop(ctx context.Context, wake *time.Timer, serveErr <-chan erro
 			}
 		case req := <-a.requests:
 			req()
+		case <-insecure:
+			a.log.Warn(warning)
 		case <-a.healthChanged():
 			a.applyHealth()
 		case err := <-serveErr:

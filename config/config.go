@@ -56,8 +56,14 @@ type Gossip struct {
 	Join []string `toml:"join"`
 	// Key is the cluster key, standard base64 of 16, 24 or 32 bytes
 	// ("agent keygen"). It encrypts gossip and admits libp2p peers. Empty:
-	// no encryption (development only).
+	// no encryption, which is refused unless both gossip.bind and
+	// transport.listen are loopback or Insecure is set (docs/security.md).
 	Key string `toml:"key"`
+	// Insecure lets an agent without a cluster key listen beyond loopback.
+	// Anyone who can reach its ports can then join, claim a member's name
+	// and send election messages; the agent warns every minute while it
+	// runs. Default false.
+	Insecure bool `toml:"insecure"`
 	// Profile picks memberlist's timing preset: "lan", "local" or "wan".
 	Profile string `toml:"profile"`
 }

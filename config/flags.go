@@ -81,6 +81,7 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	str("gossip.advertise", "gossip host:port other members use, if not bind", func(c *Config) *string { return &c.Gossip.Advertise })
 	list("gossip.join", "comma-separated host:port of members to join", func(c *Config) *[]string { return &c.Gossip.Join })
 	str("gossip.key", "cluster key, base64 of 16, 24 or 32 bytes", func(c *Config) *string { return &c.Gossip.Key })
+	boolean("gossip.insecure", "allow a non-loopback bind without gossip.key (unsafe: docs/security.md)", func(c *Config) *bool { return &c.Gossip.Insecure })
 	str("gossip.profile", "memberlist preset: lan, local or wan", func(c *Config) *string { return &c.Gossip.Profile })
 
 	str("transport.listen", "libp2p listen multiaddr", func(c *Config) *string { return &c.Transport.Listen })

@@ -125,6 +125,7 @@ func (c *Config) Validate() error {
 	var ch checker
 	c.validateNode(&ch)
 	c.validateGossip(&ch)
+	c.validateExposure(&ch)
 	c.validateTransport(&ch)
 	c.validateDetector(&ch)
 	c.validateElection(&ch)
