@@ -253,6 +253,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 		Metrics:        promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		MaxConnections: cfg.API.MaxConnections,
 		MaxWatchers:    cfg.API.MaxWatchers,
+		WriteGroup:     cfg.API.WriteGroup,
 		Logger:         lg.Named("api"),
 	})
 	if err != nil {

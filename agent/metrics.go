@@ -48,12 +48,13 @@ var (
 	descHandshakeFailed  = prometheus.NewDesc("conclave_transport_handshake_failures_total", "Inbound libp2p connections that failed the handshake (wrong cluster key, not a conclave node), in this process; logged at most once per 10 s.", nil, nil)
 	descGossipProblems   = prometheus.NewDesc("conclave_gossip_problems_total", "Warnings and errors memberlist reported (bad packets, unexpected nodes, …), in this process; logged at most once per 10 s per kind.", nil, nil)
 	descRequests         = prometheus.NewDesc("conclave_localapi_requests_total", "Socket API requests answered, by path and status code.", []string{"path", "code"}, nil)
+	descWrites           = prometheus.NewDesc("conclave_localapi_writes_total", "Socket API writes (resign, maint, voter changes) by path and outcome: ok, failed, or denied for want of permission; each is also an audit log line.", []string{"path", "outcome"}, nil)
 )
 
 func (c metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRole, descEpoch, descIsLeader, descHasLeader, descLeaderChanges, descLeaderChangesOld, descElectionsStarted,
 		descElectionsWon, descSent, descReceived, descRefused, descBeyondCeiling, descDropped, descLeaderPhi, descQuorumVoters,
-		descQuorumReachable, descQuorumHealthy, descMembers, descRequests, descAPIRefused, descAPIOpen, descHandshakeFailed, descGossipProblems} {
+		descQuorumReachable, descQuorumHealthy, descMembers, descRequests, descAPIRefused, descAPIOpen, descHandshakeFailed, descGossipProblems, descWrites} {
 		ch <- d
 	}
 }
@@ -113,6 +114,9 @@ func (c metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	if a.srv != nil {
 		for _, rc := range a.srv.RequestCounts() {
 			counter(descRequests, float64(rc.Count), rc.Path, strconv.Itoa(rc.Code))
+		}
+		for _, wc := range a.srv.WriteCounts() {
+			counter(descWrites, float64(wc.Count), wc.Path, wc.Outcome)
 		}
 		l := a.srv.Limits()
 		counter(descAPIRefused, float64(l.RefusedConnections), "connections")

@@ -181,6 +181,11 @@ type API struct {
 	// MaxWatchers bounds the open /v1/watch streams; beyond it a watch
 	// request gets a 503. Default 256; at most MaxConnections.
 	MaxWatchers int `toml:"max_watchers"`
+	// WriteGroup names a group (or a numeric gid) whose members may change
+	// the agent through the socket (resign, maint, voter changes), besides
+	// root and the agent's own user. Whoever can open the socket may read.
+	// Empty (the default): nobody else may write.
+	WriteGroup string `toml:"write_group"`
 }
 
 // Metrics configures the optional TCP listener for Prometheus.

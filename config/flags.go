@@ -112,6 +112,7 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 		return m, err
 	}, func(c *Config) *FileMode { return &c.API.SocketMode })
 	integer("api.max_connections", "socket connections open at once; beyond, 503", func(c *Config) *int { return &c.API.MaxConnections })
+	str("api.write_group", "group whose members may resign, maint and change voters through the socket", func(c *Config) *string { return &c.API.WriteGroup })
 	integer("api.max_watchers", "watch streams open at once; beyond, 503", func(c *Config) *int { return &c.API.MaxWatchers })
 
 	str("metrics.listen", "host:port serving /metrics and /v1/health over HTTP (default off)", func(c *Config) *string { return &c.Metrics.Listen })
