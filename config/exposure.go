@@ -67,10 +67,19 @@ func (c *Config) validateExposure(ch *checker) {
 	if c.Gossip.Insecure || !c.ExposedWithoutKey() {
 		return
 	}
-	ch.add("gossip.key", "is empty while %s listens beyond loopback: anyone who can reach it could join the cluster and send election messages. "+
+	ch.add("gossip.key", "is empty while %s beyond loopback: anyone who can reach the ports could join the cluster and send election messages. "+
 		"Generate a key with \"agent keygen\" and set gossip.key to it on every node, "+
 		"or set gossip.insecure = true (-gossip.insecure) to run without one anyway (docs/security.md)",
-		strings.Join(c.Exposed(), " and "))
+		listening(c.Exposed()))
+}
+
+// listening says what listens: "gossip.bind=… listens", or two of them
+// and "listen".
+func listening(exposed []string) string {
+	if len(exposed) == 1 {
+		return exposed[0] + " listens"
+	}
+	return strings.Join(exposed, " and ") + " listen"
 }
 
 // InsecureWarning is the warning an agent that runs exposed without a key
@@ -80,7 +89,7 @@ func (c *Config) InsecureWarning() string {
 	if !c.ExposedWithoutKey() {
 		return ""
 	}
-	return fmt.Sprintf("no cluster key while %s listens beyond loopback (gossip.insecure = true): "+
+	return fmt.Sprintf("no cluster key while %s beyond loopback (gossip.insecure = true): "+
 		"anyone who can reach these ports can join, claim a member's name and send election messages; "+
-		"set gossip.key (\"agent keygen\") on every node", strings.Join(c.Exposed(), " and "))
+		"set gossip.key (\"agent keygen\") on every node", listening(c.Exposed()))
 }
