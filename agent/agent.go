@@ -32,6 +32,7 @@ import (
 	"github.com/conclave-agent/conclave/health"
 	"github.com/conclave-agent/conclave/internal/netaddr"
 	"github.com/conclave-agent/conclave/internal/ratelog"
+	"github.com/conclave-agent/conclave/keyring"
 	"github.com/conclave-agent/conclave/localapi"
 	"github.com/conclave-agent/conclave/membership"
 	"github.com/conclave-agent/conclave/protocols"
@@ -106,6 +107,14 @@ type Agent struct {
 	killed   chan struct{}
 	killOnce sync.Once
 
+	// ring is the installed cluster keys (agent/keys.go); empty without a
+	// key.
+	ring atomic.Pointer[keyring.Ring]
+	// ringMu serialises keyring changes: each is a save, then gossip,
+	// then the transport, and two interleaved would leave them
+	// disagreeing.
+	ringMu sync.Mutex
+
 	health   *healthGlue // agent/health.go
 	hub      *localapi.Hub
 	srv      *localapi.Server
@@ -161,6 +170,9 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 	if err != nil {
 		return nil, err
 	}
+	if err := a.loadKeyring(key); err != nil {
+		return nil, err
+	}
 
 	// The members this agent knew before a restart are joined along with
 	// gossip.join, and the route to them tells which address to publish.
@@ -194,7 +206,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 			Listen:          cfg.Transport.Listen,
 			Advertise:       cfg.Transport.Advertise,
 			Publish:         pub.transport,
-			ClusterKey:      key,
+			Keys:            a.keys(),
 			MaxMessageBytes: cfg.Transport.MaxMessageBytes,
 			Logger:          lg.Named("transport"),
 			Self:            a.self.ID,
@@ -223,7 +235,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 			Bind:         cfg.Gossip.Bind,
 			Advertise:    gossipAdvertise,
 			Join:         cfg.Gossip.Join,
-			Key:          key,
+			Keys:         a.ring.Load().Keys(),
 			Profile:      cfg.Gossip.Profile,
 			SnapshotPath: snapshotPath,
 			PeerID:       peerID,
