@@ -13,8 +13,6 @@ import (
 	"github.com/conclave-agent/conclave/protocols"
 )
 
-
-
 // loadKeyring restores the installed cluster keys from the data directory.
 // On first start with gossip.key the ring is that key alone, and is saved:
 // from then on the file, which rotations change, wins over gossip.key.
