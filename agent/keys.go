@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/conclave-agent/conclave/api"
 	"github.com/conclave-agent/conclave/keyring"
+	"github.com/conclave-agent/conclave/localapi"
 	"github.com/conclave-agent/conclave/protocols"
 )
 
@@ -51,11 +53,21 @@ func (a *Agent) keys() func() [][]byte {
 // admitted with a key that is no longer installed.
 type keysChanger interface{ KeysChanged() int }
 
-// setRing installs ring: it is saved first (a crash must not forget a key
-// the cluster may already use), then gossip and the transport take it.
-func (a *Agent) setRing(ring keyring.Ring) error {
+// changeRing installs the ring change makes of the current one: it is
+// saved first (a crash must not forget a key the cluster may already use),
+// then gossip and the transport take it.
+func (a *Agent) changeRing(change func(keyring.Ring) (keyring.Ring, error)) (keyring.Ring, error) {
 	a.ringMu.Lock()
 	defer a.ringMu.Unlock()
+	ring, err := change(*a.ring.Load())
+	if err != nil {
+		return ring, err
+	}
+	return ring, a.setRing(ring)
+}
+
+// setRing installs ring; called with ringMu held.
+func (a *Agent) setRing(ring keyring.Ring) error {
 	if ring.Empty() {
 		return fmt.Errorf("agent: refusing to remove every cluster key")
 	}
@@ -128,4 +140,48 @@ func (a *Agent) withKeyProblems(p api.Problems) api.Problems {
 		lines = append(lines, fmt.Sprintf("member %s proved none of this agent's installed cluster keys within the last minute: it lacks the key in use or still uses a removed one (agent keys list; install the primary there)", n))
 	}
 	return api.NewProblems(lines)
+}
+
+// keysOf is the socket's view of a ring.
+func keysOf(r keyring.Ring) api.Keys {
+	k := api.Keys{Primary: keyring.Encode(r.Primary()), Installed: []string{}}
+	if r.Empty() {
+		k.Primary = ""
+	}
+	for _, key := range r.Keys() {
+		k.Installed = append(k.Installed, keyring.Encode(key))
+	}
+	return k
+}
+
+// Keys implements localapi.KeysBackend.
+func (b backend) Keys(context.Context) (api.Keys, error) {
+	return keysOf(*b.a.ring.Load()), nil
+}
+
+// ChangeKeys implements localapi.KeysBackend: one idempotent step of a
+// rotation on this agent.
+func (b backend) ChangeKeys(_ context.Context, c api.KeyChange) (api.Keys, error) {
+	key, err := keyring.ParseKey(c.Key)
+	if err != nil {
+		return api.Keys{}, fmt.Errorf("%w: %v", localapi.ErrBadKeys, err)
+	}
+	a := b.a
+	next, err := a.changeRing(func(r keyring.Ring) (keyring.Ring, error) {
+		switch c.Op {
+		case api.KeyInstall:
+			return r.Install(key)
+		case api.KeyUse:
+			return r.Use(key)
+		case api.KeyRemove:
+			return r.Remove(key)
+		}
+		return r, fmt.Errorf("op %q is not install, use or remove", c.Op)
+	})
+	if err != nil {
+		return api.Keys{}, fmt.Errorf("%w: %v", localapi.ErrBadKeys, err)
+	}
+	a.log.Info("cluster keys changed", zap.String("op", c.Op), zap.String("key", keyring.Fingerprint(key)),
+		zap.String("primary", keyring.Fingerprint(next.Primary())), zap.Int("installed", len(next.Keys())))
+	return keysOf(next), nil
 }

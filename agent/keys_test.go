@@ -28,12 +28,7 @@ func newKey(t *testing.T) []byte {
 func (tc *testCluster) step(t *testing.T, f func(keyring.Ring) (keyring.Ring, error), agents ...int) {
 	t.Helper()
 	for _, i := range agents {
-		a := tc.agents[i]
-		r, err := f(*a.ring.Load())
-		if err != nil {
-			t.Fatalf("n%d: %v", i+1, err)
-		}
-		if err := a.setRing(r); err != nil {
+		if _, err := tc.agents[i].changeRing(f); err != nil {
 			t.Fatalf("n%d: %v", i+1, err)
 		}
 	}

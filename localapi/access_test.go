@@ -32,6 +32,7 @@ var accessRequests = []struct{ method, path, body string }{
 	{"POST", api.PathResign, ""},
 	{"POST", api.PathMaint + "?enable=true&reason=test", ""},
 	{"POST", api.PathVoters, `{"add":"n9"}`},
+	{"GET", api.PathKeys, ""}, // it shows the keys: writers only
 }
 
 // TestAccessHelper is not a test: TestSocketPermissions runs the test
@@ -108,6 +109,14 @@ func addUser(t *testing.T, name, group string, extra ...string) localUser {
 type accessBackend struct {
 	*voterFake
 	maint *maintBackend
+}
+
+func (b accessBackend) Keys(context.Context) (api.Keys, error) {
+	return api.Keys{Primary: "k", Installed: []string{"k"}}, nil
+}
+
+func (b accessBackend) ChangeKeys(context.Context, api.KeyChange) (api.Keys, error) {
+	return api.Keys{}, nil
 }
 
 func (b accessBackend) SetMaint(ctx context.Context, on bool, reason string) (api.MaintResult, error) {

@@ -91,6 +91,9 @@ type handler struct {
 	// write marks an endpoint whose POST changes the agent: the caller
 	// needs write permission, and every attempt is audited.
 	write bool
+	// secret marks an endpoint whose every method needs write permission
+	// (its answers hold secrets), audited like a write.
+	secret bool
 }
 
 // Server is the socket API. Create it with New, then Serve a listener from
@@ -153,6 +156,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.addMaint(opts.Backend)
 	s.addVoters(opts.Backend)
+	s.addKeys(opts.Backend)
 	if opts.Metrics != nil {
 		m := opts.Metrics
 		s.handlers[api.PathMetrics] = handler{method: http.MethodGet, serve: func(w http.ResponseWriter, r *http.Request) error {
@@ -186,7 +190,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(rec, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", MaxBodyBytes))
 		return
 	}
-	if h.write && r.Method == http.MethodPost {
+	if (h.write && r.Method == http.MethodPost) || h.secret {
 		p, hasPeer := peerOf(r.Context())
 		if err := s.access.mayWrite(p, hasPeer); err != nil {
 			writeError(rec, http.StatusForbidden, fmt.Sprintf("%s: %v", r.URL.Path, err))
