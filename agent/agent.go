@@ -32,6 +32,7 @@ import (
 	"github.com/conclave-agent/conclave/health"
 	"github.com/conclave-agent/conclave/internal/netaddr"
 	"github.com/conclave-agent/conclave/internal/ratelog"
+	"github.com/conclave-agent/conclave/keyring"
 	"github.com/conclave-agent/conclave/localapi"
 	"github.com/conclave-agent/conclave/membership"
 	"github.com/conclave-agent/conclave/protocols"
@@ -51,6 +52,12 @@ const (
 	maxSleep = 250 * time.Millisecond
 	minSleep = 200 * time.Microsecond
 )
+
+// insecureWarnEvery is how often an agent that listens beyond loopback
+// without a cluster key (gossip.insecure) repeats its warning: one line at
+// start scrolls away, and the state is dangerous for as long as it lasts.
+// A variable so that tests can shorten it.
+var insecureWarnEvery = time.Minute
 
 // watchBuffer is how many changes a watcher may lag behind before it is
 // closed; leadership changes are rare, so 64 is generous.
@@ -99,6 +106,14 @@ type Agent struct {
 	loopDone chan struct{}
 	killed   chan struct{}
 	killOnce sync.Once
+
+	// ring is the installed cluster keys (agent/keys.go); empty without a
+	// key.
+	ring atomic.Pointer[keyring.Ring]
+	// ringMu serialises keyring changes: each is a save, then gossip,
+	// then the transport, and two interleaved would leave them
+	// disagreeing.
+	ringMu sync.Mutex
 
 	health   *healthGlue // agent/health.go
 	hub      *localapi.Hub
@@ -155,6 +170,9 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 	if err != nil {
 		return nil, err
 	}
+	if err := a.loadKeyring(key); err != nil {
+		return nil, err
+	}
 
 	// The members this agent knew before a restart are joined along with
 	// gossip.join, and the route to them tells which address to publish.
@@ -188,7 +206,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 			Listen:          cfg.Transport.Listen,
 			Advertise:       cfg.Transport.Advertise,
 			Publish:         pub.transport,
-			ClusterKey:      key,
+			Keys:            a.keys(),
 			MaxMessageBytes: cfg.Transport.MaxMessageBytes,
 			Logger:          lg.Named("transport"),
 			Self:            a.self.ID,
@@ -216,7 +234,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 			Bind:         cfg.Gossip.Bind,
 			Advertise:    gossipAdvertise,
 			Join:         cfg.Gossip.Join,
-			Key:          key,
+			Keys:         a.ring.Load().Keys(),
 			Profile:      cfg.Gossip.Profile,
 			SnapshotPath: snapshotPath,
 			PeerID:       peerID,
@@ -246,6 +264,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 		Metrics:        promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		MaxConnections: cfg.API.MaxConnections,
 		MaxWatchers:    cfg.API.MaxWatchers,
+		WriteGroup:     cfg.API.WriteGroup,
 		Logger:         lg.Named("api"),
 	})
 	if err != nil {
@@ -400,6 +419,14 @@ func (a *Agent) loop(ctx context.Context, wake *time.Timer, serveErr <-chan erro
 	}
 	events := a.cluster.Events()
 	inbound := a.tr.Inbound()
+	var insecure <-chan time.Time
+	warning := a.cfg.InsecureWarning()
+	if warning != "" {
+		a.log.Warn(warning)
+		t := time.NewTicker(insecureWarnEvery)
+		defer t.Stop()
+		insecure = t.C
+	}
 	var gossiped <-chan []byte
 	if a.gossip != nil {
 		gossiped = a.gossip.Gossiped()
@@ -437,6 +464,8 @@ func (a *Agent) loop(ctx context.Context, wake *time.Timer, serveErr <-chan erro
 			}
 		case req := <-a.requests:
 			req()
+		case <-insecure:
+			a.log.Warn(warning)
 		case <-a.healthChanged():
 			a.applyHealth()
 		case err := <-serveErr:

@@ -43,10 +43,12 @@ func (b backend) Status(ctx context.Context, consistent bool) (api.Status, error
 		return b.a.consistentStatus(ctx)
 	}
 	if st, ok := b.a.loadSnapshot(); ok {
+		st.Problems = b.a.withKeyProblems(st.Problems)
 		return st, nil
 	}
 	var st api.Status
 	err := b.a.do(ctx, func() { st = b.a.core.Status(b.a.now()) })
+	st.Problems = b.a.withKeyProblems(st.Problems)
 	return st, err
 }
 

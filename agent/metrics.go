@@ -48,12 +48,15 @@ var (
 	descHandshakeFailed  = prometheus.NewDesc("conclave_transport_handshake_failures_total", "Inbound libp2p connections that failed the handshake (wrong cluster key, not a conclave node), in this process; logged at most once per 10 s.", nil, nil)
 	descGossipProblems   = prometheus.NewDesc("conclave_gossip_problems_total", "Warnings and errors memberlist reported (bad packets, unexpected nodes, …), in this process; logged at most once per 10 s per kind.", nil, nil)
 	descRequests         = prometheus.NewDesc("conclave_localapi_requests_total", "Socket API requests answered, by path and status code.", []string{"path", "code"}, nil)
+	descKeyRefused       = prometheus.NewDesc("conclave_key_refused_members", "Members that proved none of this agent's installed cluster keys within the last minute (each named in problems).", nil, nil)
+	descAdmitFailed      = prometheus.NewDesc("conclave_transport_admission_failures_total", "libp2p connections that failed the admission handshake (no installed key in common), in this process.", nil, nil)
+	descWrites           = prometheus.NewDesc("conclave_localapi_writes_total", "Socket API writes (resign, maint, voter changes) by path and outcome: ok, failed, or denied for want of permission; each is also an audit log line.", []string{"path", "outcome"}, nil)
 )
 
 func (c metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRole, descEpoch, descIsLeader, descHasLeader, descLeaderChanges, descLeaderChangesOld, descElectionsStarted,
 		descElectionsWon, descSent, descReceived, descRefused, descBeyondCeiling, descDropped, descLeaderPhi, descQuorumVoters,
-		descQuorumReachable, descQuorumHealthy, descMembers, descRequests, descAPIRefused, descAPIOpen, descHandshakeFailed, descGossipProblems} {
+		descQuorumReachable, descQuorumHealthy, descMembers, descRequests, descAPIRefused, descAPIOpen, descHandshakeFailed, descGossipProblems, descWrites, descKeyRefused, descAdmitFailed} {
 		ch <- d
 	}
 }
@@ -105,6 +108,8 @@ func (c metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(descHandshakeFailed, float64(transport.HandshakeFailures()))
 	counter(descGossipProblems, float64(membership.ProblemLines()))
+	counter(descAdmitFailed, float64(transport.AdmissionFailures()))
+	gauge(descKeyRefused, float64(len(a.keyRefused())))
 	gauge(descLeaderPhi, min(snap.leaderPhi, api.MaxPhi))
 	gauge(descQuorumVoters, float64(snap.status.Quorum.Voters))
 	gauge(descQuorumReachable, float64(snap.status.Quorum.Reachable))
@@ -113,6 +118,9 @@ func (c metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	if a.srv != nil {
 		for _, rc := range a.srv.RequestCounts() {
 			counter(descRequests, float64(rc.Count), rc.Path, strconv.Itoa(rc.Code))
+		}
+		for _, wc := range a.srv.WriteCounts() {
+			counter(descWrites, float64(wc.Count), wc.Path, wc.Outcome)
 		}
 		l := a.srv.Limits()
 		counter(descAPIRefused, float64(l.RefusedConnections), "connections")

@@ -47,6 +47,10 @@ const (
 	// voters; 403 like PathResign. Any agent takes it: a follower or an
 	// observer forwards it to the leader.
 	PathVoters = "/v1/voters"
+	// PathKeys: GET → Keys, this agent's installed cluster keys. POST
+	// with a KeyChange body → Keys after the change, saved. Both need
+	// write permission (403 like PathResign): the answer holds the keys.
+	PathKeys = "/v1/keys"
 )
 
 // Query parameters.
@@ -323,6 +327,27 @@ type PendingVoters struct {
 type VoterChange struct {
 	Add    string `json:"add,omitempty"`
 	Remove string `json:"remove,omitempty"`
+}
+
+// Key operations of a KeyChange.
+const (
+	KeyInstall = "install"
+	KeyUse     = "use"
+	KeyRemove  = "remove"
+)
+
+// KeyChange is the body of a POST to PathKeys: Op is KeyInstall, KeyUse or
+// KeyRemove, Key a cluster key in standard base64. Each is idempotent.
+type KeyChange struct {
+	Op  string `json:"op"`
+	Key string `json:"key"`
+}
+
+// Keys are an agent's installed cluster keys, in standard base64, with
+// a short fingerprint of each for logs.
+type Keys struct {
+	Primary   string   `json:"primary"`
+	Installed []string `json:"installed"`
 }
 
 // Error is the body of every non-2xx answer, and may be the last line of a

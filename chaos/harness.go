@@ -19,6 +19,7 @@ import (
 	"github.com/conclave-agent/conclave/api"
 	"github.com/conclave-agent/conclave/client"
 	"github.com/conclave-agent/conclave/internal/loopback"
+	"github.com/conclave-agent/conclave/membership"
 	"github.com/conclave-agent/conclave/store"
 )
 
@@ -347,6 +348,16 @@ func (h *harness) configure() error {
 		}
 		return "[" + strings.Join(q, ", ") + "]"
 	}
+	// Wildcard binds are refused without a cluster key, as an operator
+	// would find; loopback runs keep the shipped keyless default.
+	var key string
+	if h.net != nil {
+		k, err := membership.GenerateKey()
+		if err != nil {
+			return fmt.Errorf("chaos: %w", err)
+		}
+		key = fmt.Sprintf("key = %q\n", k)
+	}
 	for i, name := range names {
 		dir := filepath.Join(h.dir, name)
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -379,7 +390,7 @@ data_dir = %q
 [gossip]
 bind = %q
 join = %s
-[transport]
+%s[transport]
 listen = %q
 %s[election]
 protocol = "majority"
@@ -388,7 +399,7 @@ voters = %s
 socket = %q
 [log]
 level = "info"
-`, name, i+1, dir, bind, quoted(join), listen, detector, quoted(names), timeout, filepath.Join(dir, "agent.sock"))
+`, name, i+1, dir, bind, quoted(join), key, listen, detector, quoted(names), timeout, filepath.Join(dir, "agent.sock"))
 		cfgPath := filepath.Join(dir, "agent.toml")
 		if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 			return fmt.Errorf("chaos: %w", err)

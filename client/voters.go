@@ -38,33 +38,39 @@ func (c *Client) changeVoters(ctx context.Context, ch api.VoterChange) (api.Vote
 	if err != nil {
 		return v, fmt.Errorf("agent %s: %w", api.PathVoters, err)
 	}
+	err = c.postJSON(ctx, api.PathVoters, body, &v)
+	return v, err
+}
+
+// postJSON posts a JSON body to path and decodes the answer into out.
+func (c *Client) postJSON(ctx context.Context, path string, body []byte, out any) error {
 	c.init()
-	u := url.URL{Scheme: "http", Host: api.Host, Path: api.PathVoters}
+	u := url.URL{Scheme: "http", Host: api.Host, Path: path}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
 	if err != nil {
-		return v, fmt.Errorf("agent %s: %w", api.PathVoters, err)
+		return fmt.Errorf("agent %s: %w", path, err)
 	}
 	req.Header.Set("Content-Type", api.ContentTypeJSON)
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return v, fmt.Errorf("agent %s: %w", api.PathVoters, ctx.Err())
+			return fmt.Errorf("agent %s: %w", path, ctx.Err())
 		}
-		return v, fmt.Errorf("agent %s (is the agent running? socket %s): %w", api.PathVoters, c.socket, err)
+		return fmt.Errorf("agent %s (is the agent running? socket %s): %w", path, c.socket, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
 	if err != nil {
-		return v, fmt.Errorf("agent %s: reading answer: %w", api.PathVoters, err)
+		return fmt.Errorf("agent %s: reading answer: %w", path, err)
 	}
 	if len(b) > maxAnswerBytes {
-		return v, fmt.Errorf("agent %s: answer larger than %d bytes", api.PathVoters, maxAnswerBytes)
+		return fmt.Errorf("agent %s: answer larger than %d bytes", path, maxAnswerBytes)
 	}
 	if resp.StatusCode/100 != 2 {
-		return v, answerError(api.PathVoters, resp.StatusCode, b)
+		return answerError(path, resp.StatusCode, b)
 	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		return v, fmt.Errorf("agent %s: decoding answer: %w", api.PathVoters, err)
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("agent %s: decoding answer: %w", path, err)
 	}
-	return v, nil
+	return nil
 }

@@ -56,8 +56,14 @@ type Gossip struct {
 	Join []string `toml:"join"`
 	// Key is the cluster key, standard base64 of 16, 24 or 32 bytes
 	// ("agent keygen"). It encrypts gossip and admits libp2p peers. Empty:
-	// no encryption (development only).
+	// no encryption, which is refused unless both gossip.bind and
+	// transport.listen are loopback or Insecure is set (docs/security.md).
 	Key string `toml:"key"`
+	// Insecure lets an agent without a cluster key listen beyond loopback.
+	// Anyone who can reach its ports can then join, claim a member's name
+	// and send election messages; the agent warns every minute while it
+	// runs. Default false.
+	Insecure bool `toml:"insecure"`
 	// Profile picks memberlist's timing preset: "lan", "local" or "wan".
 	Profile string `toml:"profile"`
 }
@@ -175,6 +181,11 @@ type API struct {
 	// MaxWatchers bounds the open /v1/watch streams; beyond it a watch
 	// request gets a 503. Default 256; at most MaxConnections.
 	MaxWatchers int `toml:"max_watchers"`
+	// WriteGroup names a group (or a numeric gid) whose members may change
+	// the agent through the socket (resign, maint, voter changes), besides
+	// root and the agent's own user. Whoever can open the socket may read.
+	// Empty (the default): nobody else may write.
+	WriteGroup string `toml:"write_group"`
 }
 
 // Metrics configures the optional TCP listener for Prometheus.

@@ -190,6 +190,14 @@ func TestValidateRules(t *testing.T) {
 		{"api.socket", func(c *Config) { c.API.Socket = strings.Repeat("s", 104) }},
 		{"api.socket_mode", func(c *Config) { c.API.SocketMode = 0o200 }},
 		{"log.level", func(c *Config) { c.Log.Level = "trace" }},
+		{"gossip.key", func(c *Config) { c.Gossip.Bind = "0.0.0.0:7946" }},
+		{"gossip.key", func(c *Config) { c.Gossip.Bind = "192.0.2.1:7946" }},
+		{"gossip.key", func(c *Config) { c.Gossip.Bind = "host.example:7946" }},
+		{"gossip.key", func(c *Config) { c.Transport.Listen = "/ip4/0.0.0.0/tcp/7947" }},
+		{"gossip.key", func(c *Config) { c.Transport.Listen = "/ip6/::/tcp/7947" }},
+		{"gossip.key", func(c *Config) {
+			c.Gossip.Bind, c.Transport.Listen = "0.0.0.0:7946", "/ip4/0.0.0.0/tcp/7947"
+		}},
 	}
 	for _, tc := range cases {
 		c := valid()
@@ -209,6 +217,17 @@ func TestValidateRules(t *testing.T) {
 		"ipv6 bind":              func(c *Config) { c.Gossip.Bind = "[::1]:7946" },
 		"socket mode owner only": func(c *Config) { c.API.SocketMode = 0o600 },
 		"ring peterson":          func(c *Config) { c.Election.Protocol = "ring"; c.Election.RingAlgorithm = RingPeterson },
+		"localhost bind":         func(c *Config) { c.Gossip.Bind = "localhost:7946" },
+		"other loopback":         func(c *Config) { c.Transport.Listen = "/ip4/127.0.0.2/tcp/7947" },
+		"ipv6 loopback listen":   func(c *Config) { c.Transport.Listen = "/ip6/::1/tcp/7947" },
+		"wildcard with key": func(c *Config) {
+			c.Gossip.Bind, c.Transport.Listen = "0.0.0.0:7946", "/ip4/0.0.0.0/tcp/7947"
+			c.Gossip.Key = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
+		},
+		"wildcard insecure": func(c *Config) {
+			c.Gossip.Bind, c.Transport.Listen = "0.0.0.0:7946", "/ip4/0.0.0.0/tcp/7947"
+			c.Gossip.Insecure = true
+		},
 	} {
 		c := valid()
 		mutate(&c)
@@ -417,6 +436,37 @@ func allKeys(t reflect.Type, prefix string) []string {
 		}
 	}
 	return out
+}
+
+// An agent listening beyond loopback without a key is refused with a
+// message that names both keys, what it binds and how to make a key; the
+// warning an insecure agent repeats names the exposed settings.
+func TestExposedWithoutKeyMessage(t *testing.T) {
+	c := Default()
+	c.Node = Node{Name: "n1", ID: 1, DataDir: "d"}
+	c.Election.Voters = []string{"n1"}
+	c.API.Socket = "d/agent.sock"
+	c.Gossip.Bind, c.Transport.Listen = "0.0.0.0:17946", "/ip4/0.0.0.0/tcp/17947"
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("Validate accepted a wildcard bind without a key")
+	}
+	for _, want := range []string{"gossip.key", "gossip.insecure", "agent keygen", "gossip.bind=0.0.0.0:17946", "transport.listen=/ip4/0.0.0.0/tcp/17947"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate = %q; does not say %q", err, want)
+		}
+	}
+	if w := c.InsecureWarning(); !strings.Contains(w, "gossip.bind=0.0.0.0:17946") || !strings.Contains(w, "gossip.key") {
+		t.Errorf("InsecureWarning = %q; want the exposed bind and the key named", w)
+	}
+	c.Gossip.Insecure = true
+	if err := c.Validate(); err != nil {
+		t.Errorf("gossip.insecure = true: Validate = %v, want nil", err)
+	}
+	c.Gossip.Bind, c.Transport.Listen = "127.0.0.1:17946", "/ip4/127.0.0.1/tcp/17947"
+	if w := c.InsecureWarning(); w != "" {
+		t.Errorf("loopback only: InsecureWarning = %q, want none", w)
+	}
 }
 
 func TestExampleFile(t *testing.T) {

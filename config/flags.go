@@ -81,6 +81,7 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	str("gossip.advertise", "gossip host:port other members use, if not bind", func(c *Config) *string { return &c.Gossip.Advertise })
 	list("gossip.join", "comma-separated host:port of members to join", func(c *Config) *[]string { return &c.Gossip.Join })
 	str("gossip.key", "cluster key, base64 of 16, 24 or 32 bytes", func(c *Config) *string { return &c.Gossip.Key })
+	boolean("gossip.insecure", "allow a non-loopback bind without gossip.key (unsafe: docs/security.md)", func(c *Config) *bool { return &c.Gossip.Insecure })
 	str("gossip.profile", "memberlist preset: lan, local or wan", func(c *Config) *string { return &c.Gossip.Profile })
 
 	str("transport.listen", "libp2p listen multiaddr", func(c *Config) *string { return &c.Transport.Listen })
@@ -111,6 +112,7 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 		return m, err
 	}, func(c *Config) *FileMode { return &c.API.SocketMode })
 	integer("api.max_connections", "socket connections open at once; beyond, 503", func(c *Config) *int { return &c.API.MaxConnections })
+	str("api.write_group", "group whose members may resign, maint and change voters through the socket", func(c *Config) *string { return &c.API.WriteGroup })
 	integer("api.max_watchers", "watch streams open at once; beyond, 503", func(c *Config) *int { return &c.API.MaxWatchers })
 
 	str("metrics.listen", "host:port serving /metrics and /v1/health over HTTP (default off)", func(c *Config) *string { return &c.Metrics.Listen })

@@ -125,6 +125,7 @@ func (c *Config) Validate() error {
 	var ch checker
 	c.validateNode(&ch)
 	c.validateGossip(&ch)
+	c.validateExposure(&ch)
 	c.validateTransport(&ch)
 	c.validateDetector(&ch)
 	c.validateElection(&ch)
@@ -343,6 +344,9 @@ func (c *Config) validateAPI(ch *checker) {
 	}
 	if n := c.API.MaxWatchers; n < 1 || n > c.API.MaxConnections {
 		ch.add("api.max_watchers", "%d must be between 1 and api.max_connections (%d): each watcher holds a connection", n, c.API.MaxConnections)
+	}
+	if g := c.API.WriteGroup; g != "" && (len(g) > 32 || strings.ContainsFunc(g, func(r rune) bool { return r <= ' ' || r == ':' || r == ',' || r > '~' })) {
+		ch.add("api.write_group", "%q is not a group name or gid (at most 32 printable characters, no spaces, ':' or ',')", g)
 	}
 	if m := c.API.SocketMode; m > 0o777 {
 		ch.add("api.socket_mode", "%s has bits beyond 0777", m)

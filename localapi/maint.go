@@ -24,17 +24,14 @@ func (s *Server) addMaint(b Backend) {
 	if !ok {
 		return
 	}
-	s.handlers[api.PathMaint] = handler{method: http.MethodPost, serve: func(w http.ResponseWriter, r *http.Request) error {
+	s.handlers[api.PathMaint] = handler{method: http.MethodPost, write: true, serve: func(w http.ResponseWriter, r *http.Request) error {
 		return s.serveMaint(w, r, mb)
 	}}
 }
 
-// serveMaint changes maintenance mode: like resign, only the agent's own
-// user or root may, since it moves leadership.
+// serveMaint changes maintenance mode: a write, like resign, since it
+// moves leadership.
 func (s *Server) serveMaint(w http.ResponseWriter, r *http.Request, mb MaintBackend) error {
-	if err := mayWrite(r.Context()); err != nil {
-		return fmt.Errorf("maint: %w", err)
-	}
 	q := r.URL.Query()
 	var on bool
 	switch q.Get(api.ParamEnable) {

@@ -76,6 +76,10 @@ type Options struct {
 	// MaxWatchers bounds the /v1/watch streams open at once; beyond it the
 	// request gets a 503. Zero: DefaultMaxWatchers.
 	MaxWatchers int
+	// WriteGroup names a group (or a numeric gid) whose members may change
+	// the agent (resign, maint, voter changes) besides root and the agent's
+	// own user (api.write_group). Empty: nobody else.
+	WriteGroup string
 }
 
 type handler struct {
@@ -84,6 +88,12 @@ type handler struct {
 	body   bool   // reads its own (bounded) body; others have theirs drained
 	serve  func(w http.ResponseWriter, r *http.Request) error
 	stream bool // sets its own write deadlines
+	// write marks an endpoint whose POST changes the agent: the caller
+	// needs write permission, and every attempt is audited.
+	write bool
+	// secret marks an endpoint whose every method needs write permission
+	// (its answers hold secrets), audited like a write.
+	secret bool
 }
 
 // Server is the socket API. Create it with New, then Serve a listener from
@@ -95,7 +105,9 @@ type Server struct {
 	timeout  time.Duration
 	handlers map[string]handler // keyed by path, tailscale style
 	counts   counters
+	writes   counters // by path and outcome ("ok", "failed", "denied")
 	limits   limits
+	access   access
 
 	done     chan struct{} // closed by Shutdown: ends streams and waits
 	doneOnce sync.Once
@@ -130,16 +142,21 @@ func New(opts Options) (*Server, error) {
 	if s.log == nil {
 		s.log = zap.NewNop()
 	}
+	var err error
+	if s.access, err = newAccess(opts.WriteGroup); err != nil {
+		return nil, err
+	}
 	s.handlers = map[string]handler{
 		api.PathStatus:  {method: http.MethodGet, serve: s.serveStatus},
 		api.PathLeader:  {method: http.MethodGet, serve: s.serveLeader, stream: true},
 		api.PathWatch:   {method: http.MethodGet, serve: s.serveWatch, stream: true},
 		api.PathMembers: {method: http.MethodGet, serve: s.serveMembers},
-		api.PathResign:  {method: http.MethodPost, serve: s.serveResign},
+		api.PathResign:  {method: http.MethodPost, serve: s.serveResign, write: true},
 		api.PathHealth:  {method: http.MethodGet, serve: s.serveHealth},
 	}
 	s.addMaint(opts.Backend)
 	s.addVoters(opts.Backend)
+	s.addKeys(opts.Backend)
 	if opts.Metrics != nil {
 		m := opts.Metrics
 		s.handlers[api.PathMetrics] = handler{method: http.MethodGet, serve: func(w http.ResponseWriter, r *http.Request) error {
@@ -172,6 +189,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.ContentLength > MaxBodyBytes:
 		writeError(rec, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", MaxBodyBytes))
 		return
+	}
+	if (h.write && r.Method == http.MethodPost) || h.secret {
+		p, hasPeer := peerOf(r.Context())
+		if err := s.access.mayWrite(p, hasPeer); err != nil {
+			writeError(rec, http.StatusForbidden, fmt.Sprintf("%s: %v", r.URL.Path, err))
+			s.audit(r, p, hasPeer, rec.code(), err)
+			return
+		}
+		var serveErr error
+		defer func() { s.audit(r, p, hasPeer, rec.code(), serveErr) }()
+		h.serve = recordErr(h.serve, &serveErr)
 	}
 	if r.ContentLength != 0 && !h.body {
 		// Only body endpoints use one, but clients may send one ("{}" on a
@@ -240,9 +268,6 @@ func (s *Server) serveMembers(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) serveResign(w http.ResponseWriter, r *http.Request) error {
-	if err := mayWrite(r.Context()); err != nil {
-		return fmt.Errorf("resign: %w", err)
-	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
 	defer cancel()
 	if err := s.backend.Resign(ctx); err != nil {

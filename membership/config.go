@@ -55,6 +55,10 @@ type Config struct {
 	// Key, when set, encrypts gossip (AES, 16, 24 or 32 bytes; see
 	// ParseKey). Nodes with different keys cannot join each other.
 	Key []byte
+	// Keys, when set, replaces Key: the installed cluster keys, primary
+	// first. Gossip is encrypted with the primary and decrypted with any
+	// of them; Keyring changes them at run time.
+	Keys [][]byte
 	// Profile is ProfileLAN (the default when empty), ProfileLocal or
 	// ProfileWAN.
 	Profile string
@@ -149,7 +153,19 @@ func (c *Config) memberlistConfig() (*memberlist.Config, error) {
 		}
 		mc.AdvertiseAddr, mc.AdvertisePort = host, port
 	}
-	if len(c.Key) > 0 {
+	switch {
+	case len(c.Keys) > 0:
+		for _, k := range c.Keys {
+			if err := checkKeyLen(len(k)); err != nil {
+				return nil, err
+			}
+		}
+		kr, err := memberlist.NewKeyring(c.Keys[1:], c.Keys[0])
+		if err != nil {
+			return nil, fmt.Errorf("membership: keyring: %w", err)
+		}
+		mc.Keyring = kr
+	case len(c.Key) > 0:
 		if err := checkKeyLen(len(c.Key)); err != nil {
 			return nil, err
 		}

@@ -1,9 +1,11 @@
 package membership
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -44,4 +46,35 @@ func checkKeyLen(n int) error {
 		return nil
 	}
 	return fmt.Errorf("membership: gossip key decodes to %d bytes, want 16, 24 or 32 (generate one with \"agent keygen\")", n)
+}
+
+// SetKeys makes keys (primary first) the installed gossip keys at run
+// time: the new primary is installed first and used, then every key not
+// in keys is removed, so a packet in flight under any key that stays is
+// still read. It is an error on a member started without a key: gossip
+// cannot be encrypted after the fact.
+func (m *Membership) SetKeys(keys [][]byte) error {
+	kr := m.keyring
+	if kr == nil || len(kr.GetKeys()) == 0 {
+		return fmt.Errorf("membership: this member gossips without a key; set gossip.key and restart every member to encrypt")
+	}
+	if len(keys) == 0 {
+		return fmt.Errorf("membership: refusing to remove every key")
+	}
+	for _, k := range keys {
+		if err := kr.AddKey(k); err != nil {
+			return fmt.Errorf("membership: install key: %w", err)
+		}
+	}
+	if err := kr.UseKey(keys[0]); err != nil {
+		return fmt.Errorf("membership: use key: %w", err)
+	}
+	for _, k := range kr.GetKeys() {
+		if !slices.ContainsFunc(keys, func(x []byte) bool { return bytes.Equal(x, k) }) {
+			if err := kr.RemoveKey(k); err != nil {
+				return fmt.Errorf("membership: remove key: %w", err)
+			}
+		}
+	}
+	return nil
 }

@@ -59,9 +59,11 @@ const DefaultReconnectInterval = 2 * time.Second
 // Membership is this node's membership in the cluster over memberlist. Its
 // methods are safe for concurrent use.
 type Membership struct {
-	ml   *memberlist.Memberlist
-	name string
-	log  *zap.Logger
+	ml *memberlist.Memberlist
+	// keyring is memberlist's (nil without keys); safe for concurrent use.
+	keyring *memberlist.Keyring
+	name    string
+	log     *zap.Logger
 	// metaMu guards meta, metaLeaving and nm, which SetDigest replaces.
 	metaMu sync.RWMutex
 	nm     nodeMeta
@@ -175,6 +177,7 @@ func Start(cfg Config) (*Membership, error) {
 		return nil, fmt.Errorf("membership: start memberlist on %s: %w", cfg.Bind, err)
 	}
 	m.ml = ml
+	m.keyring = mc.Keyring
 	rejoin := m.rejoinAddrs(cfg.Join)
 	if len(cfg.Join) > 0 || len(rejoin) > 0 {
 		backoff, maxBackoff := cfg.joinBackoff, cfg.joinBackoffMax

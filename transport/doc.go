@@ -1,5 +1,6 @@
 // Package transport carries election messages between agents: a libp2p host
-// (TCP, Noise, a private network keyed by the cluster key) with one stream
+// (TCP, Noise, and with cluster keys an admission handshake in which each
+// side proves an installed key, admit.go) with one stream
 // protocol, /conclave/election/1, on which messages travel as length-prefixed
 // msgpack frames. It also has an in-memory twin for tests.
 //

@@ -28,8 +28,8 @@ import (
 // maxBatch bounds how many queued messages one stream write carries.
 const maxBatch = 64
 
-// Host is the libp2p Transport: TCP, Noise, yamux, and with a cluster key
-// a private network. It is safe for concurrent use.
+// Host is the libp2p Transport: TCP, Noise, yamux, and with cluster keys
+// the admission handshake. It is safe for concurrent use.
 type Host struct {
 	cfg     Config
 	log     *zap.Logger
@@ -45,6 +45,10 @@ type Host struct {
 	// maxRemembered, each for rememberRemoved): a member that left
 	// cleanly may still dial while it shuts down, which is no news.
 	removed map[peer.ID]time.Time
+	// admit runs the admission handshake; nil without a cluster key.
+	admit *admission
+	// admitRefused holds when each member last failed admission.
+	admitRefused map[protocols.ID]time.Time
 
 	mu     sync.RWMutex
 	closed bool
@@ -182,11 +186,28 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 			return publishOnly(in, publish)
 		}
 	}
-	if len(cfg.ClusterKey) > 0 {
-		parts.psk = DerivePSK(cfg.ClusterKey)
-	} else {
-		t.log.Warn("no cluster key: election traffic is authenticated by peer id only, not limited to the cluster's private network")
+	keys := cfg.Keys
+	if keys == nil && len(cfg.ClusterKey) > 0 {
+		one := [][]byte{cfg.ClusterKey}
+		keys = func() [][]byte { return one }
 	}
+	if keys != nil && len(keys()) > 0 {
+		parts.admit = &admission{
+			keys: func() [][]byte {
+				ks := keys()
+				out := make([][]byte, len(ks))
+				for i, k := range ks {
+					out[i] = AdmitKey(k)
+				}
+				return out
+			},
+			timeout: cfg.DialTimeout,
+			refused: t.refusedAdmission,
+		}
+	} else {
+		t.log.Warn("no cluster key: election traffic is authenticated by peer id only, not limited to holders of a cluster key")
+	}
+	t.admit = parts.admit
 	h, err := newLibp2pHost(parts)
 	if err != nil {
 		cancel()
@@ -218,7 +239,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	t.log.Info("transport started", zap.String("peer_id", h.ID().String()),
 		zap.Stringers("listen", h.Network().ListenAddresses()),
 		zap.Strings("addrs", t.Addrs()), zap.Bool("new_identity", created),
-		zap.Bool("private_network", len(cfg.ClusterKey) > 0))
+		zap.Bool("admission", parts.admit != nil))
 	return t, nil
 }
 
@@ -535,11 +556,12 @@ func (t *Host) runSender(ps *peerState) {
 }
 
 // dialHint turns the usual causes of a failed send into advice, because the
-// libp2p errors for a cluster key mismatch (the private-network stream
-// decrypts to garbage, so protocol negotiation fails) do not name the key.
+// libp2p errors for a failed connection do not name the key.
 func (t *Host) dialHint(err error) string {
-	keyed := len(t.cfg.ClusterKey) > 0
+	keyed := t.admit != nil
 	switch {
+	case keyed && (errors.Is(err, ErrNotAdmitted) || strings.Contains(err.Error(), "admission:")):
+		return "the admission handshake failed: the peer most likely holds none of this node's installed cluster keys (gossip.key; agent keys list shows them)"
 	case keyed && strings.Contains(err.Error(), "negotiate security protocol"):
 		return "the handshake failed: the peer most likely has a different cluster key (gossip.key)"
 	case keyed && errors.Is(err, context.DeadlineExceeded):
@@ -733,6 +755,51 @@ func (t *Host) refusedLog(p peer.ID) func(string, ...zap.Field) {
 		return t.log.Debug
 	}
 	return func(msg string, fields ...zap.Field) { warnLimited(t.log, msg, fields...) }
+}
+
+// refusedAdmission logs a peer that failed the admission handshake and
+// remembers it, by member when gossip knows it, for AdmissionRefused.
+func (t *Host) refusedAdmission(p peer.ID, err error) {
+	t.mu.Lock()
+	id, member := t.byPeer[p]
+	if member {
+		if t.admitRefused == nil {
+			t.admitRefused = map[protocols.ID]time.Time{}
+		}
+		t.admitRefused[id] = time.Now()
+	}
+	t.mu.Unlock()
+	fields := []zap.Field{zap.Stringer("peer", p), zap.Error(err),
+		zap.String("hint", "the peer holds none of this node's installed cluster keys: install the key in use on it (agent keys install), or it was removed while the peer still used it")}
+	if member {
+		fields = append(fields, zap.Uint64("member", uint64(id)))
+	}
+	warnLimited(t.log, "refused a connection: the peer proved no installed cluster key", fields...)
+}
+
+// KeysChanged tells the transport that the installed keys changed: every
+// connection admitted with a key no longer installed is closed. It returns
+// how many were.
+func (t *Host) KeysChanged() int {
+	if t.admit == nil {
+		return 0
+	}
+	return t.admit.revalidate()
+}
+
+// AdmissionRefused returns the members refused by the admission handshake
+// within the last window, with the time of the last refusal: a member
+// that lacks the key in use, or still uses a removed one.
+func (t *Host) AdmissionRefused(window time.Duration) map[protocols.ID]time.Time {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := map[protocols.ID]time.Time{}
+	for id, at := range t.admitRefused {
+		if time.Since(at) <= window {
+			out[id] = at
+		}
+	}
+	return out
 }
 
 // gater refuses connections from and to peer ids that are not current

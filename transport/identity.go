@@ -2,7 +2,6 @@ package transport
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
-	"github.com/libp2p/go-libp2p/core/pnet"
 
 	"github.com/conclave-agent/conclave/internal/safefile"
 )
@@ -97,17 +95,4 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 	}
 	defer d.Close()
 	return d.Sync()
-}
-
-// pnetDomain separates the libp2p pre-shared key from every other use of
-// the cluster key (memberlist encrypts gossip with the raw key).
-const pnetDomain = "conclave libp2p private network v1\x00"
-
-// DerivePSK returns the 32-byte libp2p private-network key for a cluster
-// key: SHA-256 over a domain-separation string and the key.
-func DerivePSK(clusterKey []byte) pnet.PSK {
-	h := sha256.New()
-	h.Write([]byte(pnetDomain))
-	h.Write(clusterKey)
-	return pnet.PSK(h.Sum(nil))
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/peerstore"
-	"github.com/libp2p/go-libp2p/core/pnet"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/core/sec"
 	"github.com/libp2p/go-libp2p/p2p/host/eventbus"
@@ -35,14 +34,16 @@ type hostParts struct {
 	key    crypto.PrivKey
 	listen ma.Multiaddr
 	gater  connmgr.ConnectionGater
-	psk    pnet.PSK // nil: no private network
+	// admit, when set, runs the admission handshake on every connection
+	// before any other stream (admit.go).
+	admit *admission
 	// addrs, when set, replaces the addresses the host announces.
 	addrs func([]ma.Multiaddr) []ma.Multiaddr
 }
 
 // newLibp2pHost builds the libp2p host from the parts conclave uses — TCP
-// without reuseport, Noise, yamux, and the private network when a key is
-// given — instead of calling libp2p.New. Importing the top-level go-libp2p
+// without reuseport, Noise, yamux, and the admission handshake when keys
+// are given — instead of calling libp2p.New. Importing the top-level go-libp2p
 // package links its default transports whether they are used or not (QUIC,
 // WebTransport, WebRTC with 17 pion modules), and its basic host links
 // AutoNAT, hole punching, the relay service and UPnP/NAT-PMP port mapping,
@@ -95,7 +96,7 @@ func newLibp2pHost(p hostParts) (h host.Host, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("noise: %w", err)
 	}
-	up, err := tptu.New([]sec.SecureTransport{security}, muxers, p.psk, rm, p.gater)
+	up, err := tptu.New([]sec.SecureTransport{security}, muxers, nil, rm, p.gater)
 	if err != nil {
 		return nil, fmt.Errorf("upgrader: %w", err)
 	}
@@ -110,8 +111,13 @@ func newLibp2pHost(p hostParts) (h host.Host, err error) {
 	if err := sw.Listen(p.listen); err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
-	lh := &leanHost{sw: sw, ps: ps, rm: rm, bus: bus, mux: msmux.NewMultistreamMuxer[protocol.ID](), addrs: p.addrs}
+	lh := &leanHost{sw: sw, ps: ps, rm: rm, bus: bus, mux: msmux.NewMultistreamMuxer[protocol.ID](), addrs: p.addrs, admit: p.admit}
 	sw.SetStreamHandler(lh.handleStream)
+	if a := p.admit; a != nil {
+		a.conns = make(map[network.Conn]*admitState)
+		lh.SetStreamHandler(protocol.ID(AdmitProtocolID), a.respond)
+		sw.Notify(&network.NotifyBundle{DisconnectedF: func(_ network.Network, c network.Conn) { a.forget(c) }})
+	}
 	return lh, nil
 }
 
@@ -129,6 +135,7 @@ type leanHost struct {
 	bus   event.Bus
 	mux   *msmux.MultistreamMuxer[protocol.ID]
 	addrs func([]ma.Multiaddr) []ma.Multiaddr
+	admit *admission // nil: no admission handshake
 
 	closeOnce sync.Once
 	closeErr  error
@@ -193,6 +200,14 @@ func (h *leanHost) handleStream(s network.Stream) {
 		return
 	}
 	_ = s.SetDeadline(time.Time{})
+	if h.admit != nil && p != AdmitProtocolID {
+		// Nothing but the handshake is served on a connection that has
+		// not proved an installed key.
+		if err := h.admit.check(context.Background(), s.Conn()); err != nil {
+			_ = s.Reset()
+			return
+		}
+	}
 	if err := s.SetProtocol(p); err != nil {
 		_ = s.ResetWithError(network.StreamResourceLimitExceeded)
 		return
@@ -210,6 +225,12 @@ func (h *leanHost) NewStream(ctx context.Context, p peer.ID, pids ...protocol.ID
 	s, err := h.sw.NewStream(network.WithNoDial(ctx, "already dialed"), p)
 	if err != nil {
 		return nil, fmt.Errorf("failed to open stream: %w", err)
+	}
+	if h.admit != nil {
+		if err := h.admit.ensure(ctx, s.Conn()); err != nil {
+			_ = s.Reset()
+			return nil, err
+		}
 	}
 	type result struct {
 		p   protocol.ID

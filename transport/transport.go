@@ -92,10 +92,16 @@ type Config struct {
 	// peers that dial 127.0.0.1 dial themselves. The agent picks it with
 	// internal/netaddr, usually the address gossip publishes.
 	Publish netip.Addr
-	// ClusterKey, when set, makes libp2p a private network whose
-	// pre-shared key is derived from it ([gossip] key), so only nodes that
-	// may gossip may open election streams.
+	// ClusterKey, when set and Keys is nil, is the one installed cluster
+	// key ([gossip] key).
 	ClusterKey []byte
+	// Keys, when set, returns the installed cluster keys at this moment
+	// (the keyring, which changes at run time). With any key, every
+	// connection runs the admission handshake (admit.go) right after
+	// Noise: a peer is admitted when it proves any installed key, so only
+	// nodes that may gossip may open election streams, and a key rotation
+	// never cuts two members apart while they share a key.
+	Keys func() [][]byte
 	// MaxMessageBytes bounds a frame body ([transport] max_message_bytes);
 	// zero means DefaultMaxMessageBytes.
 	MaxMessageBytes int

@@ -28,6 +28,7 @@ var conventionCases = map[string]conventionCase{
 	"voters":     {words: []string{"add", "n4"}, client: true},
 	"recover":    {},
 	"exec":       {},
+	"keys":       {client: true},
 	"keygen":     {},
 	"version":    {},
 	"completion": {words: []string{"bash"}},

@@ -38,6 +38,10 @@ func TestRunBadConfig(t *testing.T) {
 		{"syntax", nil, node + "[election\n", []string{"line"}},
 		{"flag makes it bad", func(p string) []string { return []string{"-config", p, "-node.id", "0"} }, node, []string{"node.id"}},
 		{"no config", func(string) []string { return nil }, "", []string{"node.name"}},
+		{"wildcard without key", nil, node + "[gossip]\nbind = \"0.0.0.0:17946\"\n[transport]\nlisten = \"/ip4/0.0.0.0/tcp/17947\"\n[election]\nvoters = [\"n1\"]\n",
+			[]string{"gossip.key", "gossip.insecure", "agent keygen", "gossip.bind=0.0.0.0:17946", "transport.listen=/ip4/0.0.0.0/tcp/17947"}},
+		{"flag exposes it", func(p string) []string { return []string{"-config", p, "-gossip.bind=0.0.0.0:17946"} }, node + "[election]\nvoters = [\"n1\"]\n",
+			[]string{"gossip.key", "gossip.insecure", "agent keygen"}},
 		{"no such file", func(p string) []string { return []string{"-config", p + ".missing"} }, "", []string{"conclave.toml.missing"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

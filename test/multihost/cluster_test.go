@@ -17,6 +17,7 @@ import (
 	"github.com/conclave-agent/conclave/api"
 	"github.com/conclave-agent/conclave/client"
 	"github.com/conclave-agent/conclave/internal/netns"
+	"github.com/conclave-agent/conclave/membership"
 )
 
 var keep = flag.Bool("keep", false, "keep each test's folder with the agents' logs and data, and print its path")
@@ -66,6 +67,8 @@ type cluster struct {
 	voters []string
 	// preemptDelay is election.preempt_delay ("" leaves the default).
 	preemptDelay string
+	// key is gossip.key on every host: wildcard binds need one.
+	key string
 }
 
 func newCluster(t testing.TB, n int, proto string) *cluster {
@@ -84,7 +87,11 @@ func newCluster(t testing.TB, n int, proto string) *cluster {
 		os.RemoveAll(dir)
 		t.Fatal(err)
 	}
-	c := &cluster{t: t, dir: dir, net: nw, proto: proto}
+	key, err := membership.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{t: t, dir: dir, net: nw, proto: proto, key: key}
 	t.Cleanup(c.close)
 	for i, name := range names {
 		h := &host{name: name, id: i + 1, ip: nw.Host(name).IP, dir: filepath.Join(dir, name)}
@@ -101,7 +108,8 @@ func newCluster(t testing.TB, n int, proto string) *cluster {
 }
 
 // configure writes h's config file with node id id: shipped defaults but
-// wildcard binds, no advertise keys, every host a voter.
+// wildcard binds and so a cluster key, no advertise keys, every host a
+// voter.
 func (c *cluster) configure(h *host, id int) {
 	c.t.Helper()
 	var voters []string
@@ -128,6 +136,7 @@ data_dir = %q
 %s[gossip]
 bind = "0.0.0.0:%d"
 join = %s
+key = %q
 [transport]
 listen = "/ip4/0.0.0.0/tcp/%d"
 [election]
@@ -137,7 +146,7 @@ voters = [%s]
 socket = %q
 [log]
 level = "debug"
-%s`, h.name, id, h.dir, nodeExtra, gossipPort, join, transportPort, c.proto, strings.Join(voters, ", "), electionExtra, filepath.Join(h.dir, "agent.sock"), h.extra)
+%s`, h.name, id, h.dir, nodeExtra, gossipPort, join, c.key, transportPort, c.proto, strings.Join(voters, ", "), electionExtra, filepath.Join(h.dir, "agent.sock"), h.extra)
 	if err := os.WriteFile(h.cfgPath, []byte(cfg), 0o600); err != nil {
 		c.t.Fatal(err)
 	}

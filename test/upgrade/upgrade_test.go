@@ -23,13 +23,19 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 		t.Logf("%s: %s", b.name, strings.TrimSpace(string(out)))
 	}
-	// The tree makes the cluster's key; the release must accept it in its
-	// config file.
-	out, err := exec.Command(tree.path, "keygen").Output()
-	if err != nil {
+	// The tree makes a cluster key and the release's keygen must still
+	// work, but the rolling cluster runs on loopback without one: the
+	// release admits libp2p peers with a private network keyed by the one
+	// key, the tree with an admission handshake over every installed key,
+	// and the two cannot connect (docs/compatibility.md). Once the newest
+	// release has the handshake, give the cluster the key again.
+	if _, err := exec.Command(tree.path, "keygen").Output(); err != nil {
 		t.Fatalf("agent keygen: %v", err)
 	}
-	key := strings.TrimSpace(string(out))
+	if _, err := exec.Command(old.path, "keygen").Output(); err != nil {
+		t.Fatalf("%s: agent keygen: %v", old.name, err)
+	}
+	key := ""
 
 	for _, protocol := range []string{"majority", "bully", "ring"} {
 		t.Run(protocol, func(t *testing.T) {

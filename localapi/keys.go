@@ -1,0 +1,95 @@
+package localapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/conclave-agent/conclave/api"
+)
+
+// KeysBackend is implemented by backends that hold a keyring (PathKeys).
+type KeysBackend interface {
+	// Keys returns the installed keys.
+	Keys(ctx context.Context) (api.Keys, error)
+	// ChangeKeys installs, uses or removes one key, durably, and returns
+	// the keys then installed. A refused change (a bad key, removing the
+	// primary) is an error wrapping ErrBadKeys.
+	ChangeKeys(ctx context.Context, c api.KeyChange) (api.Keys, error)
+}
+
+// ErrBadKeys marks a refused key change → 400.
+var ErrBadKeys = fmt.Errorf("keys: %w", errBadRequest)
+
+// maxKeyChangeBytes bounds a key change body: an op and a 44-character key.
+const maxKeyChangeBytes = 1 << 10
+
+func (s *Server) addKeys(b Backend) {
+	kb, ok := b.(KeysBackend)
+	if !ok {
+		return
+	}
+	// Reading needs write permission too: the answer holds the keys.
+	s.handlers[api.PathKeys] = handler{method: http.MethodGet, post: true, body: true, write: true, secret: true, serve: func(w http.ResponseWriter, r *http.Request) error {
+		ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
+		defer cancel()
+		if r.Method != http.MethodPost {
+			k, err := kb.Keys(ctx)
+			if err != nil {
+				return fmt.Errorf("keys: %w", err)
+			}
+			writeJSON(w, http.StatusOK, k)
+			return nil
+		}
+		c, err := s.readKeyChange(w, r)
+		if err != nil {
+			return fmt.Errorf("keys: %w", err)
+		}
+		k, err := kb.ChangeKeys(ctx, c)
+		if err != nil {
+			return fmt.Errorf("keys: %w", err)
+		}
+		writeJSON(w, http.StatusOK, k)
+		return nil
+	}}
+}
+
+// readKeyChange reads and checks a KeyChange body, bounded in size and
+// time.
+func (s *Server) readKeyChange(w http.ResponseWriter, r *http.Request) (api.KeyChange, error) {
+	var c api.KeyChange
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(s.timeout))
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxKeyChangeBytes))
+	_ = rc.SetReadDeadline(time.Time{})
+	if err != nil {
+		return c, fmt.Errorf("%w: reading the body: %v", errBadRequest, err)
+	}
+	if err := decodeKeyChange(b, &c); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// decodeKeyChange decodes a key change body strictly: one JSON object,
+// known fields only, a known op and a key.
+func decodeKeyChange(b []byte, c *api.KeyChange) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(c); err != nil || dec.More() {
+		return fmt.Errorf("%w: the body must be {\"op\": \"install\"|\"use\"|\"remove\", \"key\": KEY}: %v", errBadRequest, err)
+	}
+	switch c.Op {
+	case api.KeyInstall, api.KeyUse, api.KeyRemove:
+	default:
+		return fmt.Errorf("%w: op %q is not install, use or remove", errBadRequest, c.Op)
+	}
+	if c.Key == "" {
+		return fmt.Errorf("%w: no key", errBadRequest)
+	}
+	return nil
+}
