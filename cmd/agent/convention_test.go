@@ -21,6 +21,7 @@ var conventionCases = map[string]conventionCase{
 	"dev":        {},
 	"status":     {client: true},
 	"members":    {client: true},
+	"tune":       {client: true},
 	"leader":     {client: true},
 	"watch":      {client: true},
 	"resign":     {client: true},

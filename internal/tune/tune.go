@@ -142,7 +142,10 @@ func judge(s Settings, st api.HeartbeatStats) Verdict {
 
 // tailShare is the share of gaps longer than d: log-linear between the
 // measured points (p50: 0.5, p99: 0.01, p99.9: 0.001, the longest:
-// 1/samples), and beyond the longest a tenth of that per doubling.
+// 1/samples), and beyond the longest a hundredth of that per doubling (a
+// tail falling as a power law of exponent about 6.6: heavier than a
+// normal's, lighter than the measured one's usually is up to its longest
+// gap).
 func tailShare(st api.HeartbeatStats, d time.Duration) float64 {
 	type pt struct {
 		at    time.Duration
@@ -168,7 +171,7 @@ func tailShare(st api.HeartbeatStats, d time.Duration) float64 {
 	}
 	last := pts[len(pts)-1]
 	doublings := math.Log2(float64(d) / float64(max(last.at, time.Millisecond)))
-	return last.share * math.Pow(0.1, doublings)
+	return last.share * math.Pow(0.01, doublings)
 }
 
 // zForPhi is the z at which the normal tail is 10^-phi.
