@@ -95,6 +95,10 @@ type Membership struct {
 
 	stopJoin chan struct{}
 	joinDone sync.WaitGroup
+	// rejoining is set while a Rejoin round runs; snapshotAddrs are the
+	// snapshot's addresses read at start (rejoin.go).
+	rejoining     atomic.Bool
+	snapshotAddrs []string
 
 	snapshotPath  string
 	snapshotDirty chan struct{}
@@ -177,6 +181,7 @@ func Start(cfg Config) (*Membership, error) {
 	}
 	m.ml = ml
 	rejoin := m.rejoinAddrs(cfg.Join)
+	m.snapshotAddrs = rejoin
 	if len(cfg.Join) > 0 || len(rejoin) > 0 {
 		backoff, maxBackoff := cfg.joinBackoff, cfg.joinBackoffMax
 		if backoff <= 0 {
