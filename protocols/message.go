@@ -56,7 +56,7 @@ const (
 	// MsgRingAck acknowledges a ring election message that asked for one
 	// (Context is RingAckRequest): a node whose round stalled asks its
 	// successors, so that one that died unsuspected is routed past within
-	// a fraction of an election timeout (docs/bully-ring.md).
+	// an election timeout (docs/bully-ring.md).
 	MsgRingAck
 
 	// msgKindEnd must stay last.

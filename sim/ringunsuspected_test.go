@@ -18,7 +18,7 @@ import (
 // (11769803791402734189, where the node to route past is itself the
 // leader, relaying a higher candidate). A node whose round stalled now
 // asks for acknowledgements and routes past a member that gives none
-// within half an election timeout (protocols/ring). The other six
+// within an election timeout (protocols/ring). The other six
 // failed with the first version of that rule (batch 318402 of core-ring
 // at 8 election timeouts): a follower relaying a higher member's round
 // to the dead member dropped what it awaited at each heartbeat of its
@@ -39,5 +39,28 @@ func TestRingUnsuspectedDeadReplays(t *testing.T) {
 		if res.Violation != nil {
 			t.Errorf("seed %d violates:\n%v", seed, res.Violation)
 		}
+	}
+}
+
+// TestRingSlowSuccessorKeptReplay replays a ring-hs/health schedule that
+// lost its liveness while receivers had half an election timeout to
+// acknowledge: a slow link made live members look dead, and the rounds
+// routed past them never completed. With a whole election timeout it
+// elects (and did before acknowledgements).
+func TestRingSlowSuccessorKeptReplay(t *testing.T) {
+	c, err := registry.LookupCell("ring-hs/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := c.Options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sim.Run(o, 17251487395253541591)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Violation != nil {
+		t.Fatalf("seed 17251487395253541591 violates:\n%v", res.Violation)
 	}
 }

@@ -203,11 +203,14 @@ func (n *Node) routable(id protocols.ID) bool {
 }
 
 // ackWait is how long a receiver asked for an acknowledgement has to
-// give it: half an election timeout, far above a round trip between
-// live members, and short enough that a round stalled by a member that
-// died unsuspected is rerouted within about two election timeouts of
-// its start (one to stall, half of one to notice, the rest to go round).
-func (n *Node) ackWait() time.Duration { return n.et / 2 }
+// give it: one election timeout, far above a round trip between live
+// members, and short enough that a round stalled by a member that died
+// unsuspected is rerouted within about three election timeouts of its
+// start (one to stall, up to half of one in jitter, one to notice, the
+// rest to go round). Half an election timeout routed past live members
+// behind a slow link: the simulator's ring-hs/health cell then lost its
+// liveness (seed 17251487395253541591).
+func (n *Node) ackWait() time.Duration { return n.et }
 
 // maxHops bounds how far any election message may travel: a message whose
 // candidate died unnoticed would otherwise circle for ever.

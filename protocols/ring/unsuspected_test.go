@@ -11,11 +11,11 @@ import (
 // there; before acknowledgements the round stalled again and again until
 // gossip declared the member dead, seconds later (docs/simulator.md,
 // finding 7). Now a node whose round stalled asks for acknowledgements and
-// routes past a member that gives none within half an election timeout:
-// the survivors agree within about two and a half election timeouts of
-// the leader's loss (one to stall, up to half of one in jitter, half of
-// one for the acknowledgement), and the test network tells nobody of
-// node 3's death at all.
+// routes past a member that gives none within an election timeout: the
+// survivors agree within about three election timeouts of the leader's
+// loss (one to stall, up to half of one in jitter, one for the
+// acknowledgement), and the test network tells nobody of node 3's death
+// at all.
 func TestUnsuspectedDeadSuccessorRoutedPast(t *testing.T) {
 	const et = 100 * time.Millisecond // the test network's ElectionTimeout
 	for _, alg := range algs {
