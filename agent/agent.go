@@ -116,6 +116,7 @@ type Agent struct {
 	ringMu sync.Mutex
 
 	health   *healthGlue // agent/health.go
+	rejoin   rejoinGlue  // agent/rejoin.go
 	hub      *localapi.Hub
 	srv      *localapi.Server
 	listener net.Listener
@@ -477,6 +478,7 @@ func (a *Agent) loop(ctx context.Context, wake *time.Timer, serveErr <-chan erro
 		if asked, done := a.core.Stopping(); asked && done {
 			return nil
 		}
+		a.checkRejoin()
 	}
 }
 
@@ -579,7 +581,10 @@ func (s *agentShell) PublishDigest(digest, ext string) {
 	}
 }
 
-func (s *agentShell) Publish(st api.Status) { s.hub.Publish(st) }
+func (s *agentShell) Publish(st api.Status) {
+	s.rejoin.last, s.rejoin.hasLast = st, true
+	s.hub.Publish((*Agent)(s).withCutOff(st))
+}
 
 func (s *agentShell) FireHooks(t core.Transition) {
 	if s.health != nil {

@@ -73,7 +73,7 @@ func (a *Agent) loadSnapshot() (api.Status, bool) {
 	if snap == nil {
 		return api.Status{}, false
 	}
-	return snap.At(a.now()), true
+	return a.withCutOff(snap.At(a.now())), true
 }
 
 func (b backend) Members(ctx context.Context) ([]api.Member, error) {

@@ -97,6 +97,10 @@ type Membership struct {
 
 	stopJoin chan struct{}
 	joinDone sync.WaitGroup
+	// rejoining is set while a Rejoin round runs; snapshotAddrs are the
+	// snapshot's addresses read at start (rejoin.go).
+	rejoining     atomic.Bool
+	snapshotAddrs []string
 
 	snapshotPath  string
 	snapshotDirty chan struct{}
@@ -179,6 +183,7 @@ func Start(cfg Config) (*Membership, error) {
 	m.ml = ml
 	m.keyring = mc.Keyring
 	rejoin := m.rejoinAddrs(cfg.Join)
+	m.snapshotAddrs = rejoin
 	if len(cfg.Join) > 0 || len(rejoin) > 0 {
 		backoff, maxBackoff := cfg.joinBackoff, cfg.joinBackoffMax
 		if backoff <= 0 {

@@ -6,9 +6,9 @@ import "fmt"
 // numbers travel on the wire and peers of different versions must agree.
 type MessageKind uint8
 
-// Message kinds. Kinds 1–7 belong to majority, 8–10 to bully, 11–14 and
-// 15–17 to ring; heartbeats are shared by every protocol so the agent can
-// feed phi.
+// Message kinds. Kinds 1–7 belong to majority, 8–10 to bully, 11–14,
+// 15–17 and 18 to ring; heartbeats are shared by every protocol so the
+// agent can feed phi.
 const (
 	MsgInvalid MessageKind = iota
 	// MsgPreVote asks whether the sender could win an election in Term
@@ -53,6 +53,11 @@ const (
 	// MsgPetersonWinner tells Candidate, the highest-ranked candidate of
 	// Round, that the last active node found it the winner.
 	MsgPetersonWinner
+	// MsgRingAck acknowledges a ring election message that asked for one
+	// (Context is RingAckRequest): a node whose round stalled asks its
+	// successors, so that one that died unsuspected is routed past within
+	// an election timeout (docs/bully-ring.md).
+	MsgRingAck
 
 	// msgKindEnd must stay last.
 	msgKindEnd
@@ -78,7 +83,13 @@ var kindNames = [...]string{
 	MsgPetersonFirst:  "PetersonFirst",
 	MsgPetersonSecond: "PetersonSecond",
 	MsgPetersonWinner: "PetersonWinner",
+	MsgRingAck:        "RingAck",
 }
+
+// RingAckRequest, in the Context of a ring election message, asks its
+// receiver to answer with MsgRingAck. A receiver of an older version
+// ignores it and answers nothing.
+const RingAckRequest uint64 = 1
 
 // Valid reports whether k is a known kind other than MsgInvalid.
 func (k MessageKind) Valid() bool { return k > MsgInvalid && k < msgKindEnd }

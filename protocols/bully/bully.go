@@ -71,6 +71,9 @@ type Node struct {
 	// excluded is the resigned coordinator left out of this node's current
 	// election.
 	excluded protocols.ID
+	// askedIn is the coordinator epoch in which this follower last ran an
+	// election on an ELECTION from below (vouchesFor).
+	askedIn uint64
 
 	out protocols.Outbox
 }
@@ -313,8 +316,40 @@ func (n *Node) stepElection(m protocols.Message) {
 			// broadcast (or the next heartbeat) is on its way to it.
 		}
 	case stFollower:
+		if n.vouchesFor(m) {
+			return
+		}
+		n.askedIn = n.epoch
 		n.startElection(protocols.None)
 	}
+}
+
+// vouchesFor reports whether this follower leaves ELECTION m, from a
+// lower-ranked node, without an election of its own, as the paper would
+// not: it follows a coordinator it believes alive, which ranks above the
+// sender (so the sender asked it too, unless it suspects it), and either
+// m predates that coordinator (the sender had not seen its epoch: the
+// coordinator's broadcast is on its way to it) or this node already ran
+// an election in that coordinator's epoch and was answered (followed it
+// again since). The sender gets our OK, so it does not take the lead,
+// and learns the coordinator from its COORDINATOR or heartbeats. A
+// follower that has not yet noticed a loss its sender noticed still
+// runs, once, as in the paper.
+//
+// Without this a follower restarted its election on every ELECTION from
+// below, and so did every node above it on the ELECTIONs of that
+// restart, over and over as the coordinator's reassurance made them
+// followers again: in a failover a late ELECTION, sent before its
+// sender heard of the new coordinator, set off waves of restarts, up to
+// 1.4 million messages at N = 250 where one wave costs N(N−1)
+// (docs/bully-ring.md, "Bully's storm at scale"). Now a node runs at
+// most one election per coordinator epoch on ELECTIONs from below.
+func (n *Node) vouchesFor(m protocols.Message) bool {
+	l := n.leader
+	if l == protocols.None || l == n.id || l == m.From || !n.members.Live(l) || !n.members.Above(l, m.From) {
+		return false
+	}
+	return m.Epoch < n.epoch || n.askedIn == n.epoch
 }
 
 // Tick fires elapsed timeouts and sends the coordinator's heartbeats.

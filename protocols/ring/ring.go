@@ -83,14 +83,34 @@ type Node struct {
 	// nudgeAt rate-limits nudge.
 	nudgeAt protocols.Time
 
-	// inflight holds the election messages (ELECT, HS probes and replies)
-	// sent since this node last followed or became a leader, so that one
-	// sent to a successor that is suspected or reported down right after
-	// is sent again at once to the next live one (resend). Bounded by
-	// maxHops.
+	// inflight holds the election messages (ELECT, HS probes and
+	// replies) sent since this node last followed a new leader or became
+	// one, so that one sent to a successor that is suspected or reported
+	// down right after is sent again at once to the next live one
+	// (resend). Bounded by maxHops.
 	inflight []sent
 
+	// verify is set while this node's round follows one that stalled:
+	// its election messages then ask their receivers for an
+	// acknowledgement (protocols.RingAckRequest), and a receiver that
+	// gives none within ackWait is routed past (unanswered). Cleared
+	// when it follows or becomes a leader.
+	verify bool
+	// awaiting are the receivers that owe an acknowledgement, each with
+	// its due time, in the order asked.
+	awaiting []ackDue
+	// unanswered are members that did not acknowledge in time: skipped
+	// on the ring like suspected ones until heard from, reported up or
+	// unsuspected, or until this node follows or becomes a leader.
+	unanswered map[protocols.ID]bool
+
 	out protocols.Outbox
+}
+
+// ackDue is a receiver that owes this node an acknowledgement by due.
+type ackDue struct {
+	id  protocols.ID
+	due protocols.Time
 }
 
 // sent is an election message and when this node sent it.
@@ -169,12 +189,28 @@ func (n *Node) toward(d protocols.Direction, c protocols.ID) protocols.ID {
 		if d == protocols.CounterClockwise {
 			j = (i - k + l) % l
 		}
-		if n.members.Live(ring[j]) || (ring[j] == c && !n.members.Down(c)) {
+		if n.routable(ring[j]) || (ring[j] == c && !n.members.Down(c)) {
 			return ring[j]
 		}
 	}
 	return n.id
 }
+
+// routable reports whether election messages may go to id: believed
+// alive, and not a member that left an acknowledgement unanswered.
+func (n *Node) routable(id protocols.ID) bool {
+	return n.members.Live(id) && !n.unanswered[id]
+}
+
+// ackWait is how long a receiver asked for an acknowledgement has to
+// give it: one election timeout, far above a round trip between live
+// members, and short enough that a round stalled by a member that died
+// unsuspected is rerouted within about three election timeouts of its
+// start (one to stall, up to half of one in jitter, one to notice, the
+// rest to go round). Half an election timeout routed past live members
+// behind a slow link: the simulator's ring-hs/health cell then lost its
+// liveness (seed 17251487395253541591).
+func (n *Node) ackWait() time.Duration { return n.et }
 
 // maxHops bounds how far any election message may travel: a message whose
 // candidate died unnoticed would otherwise circle for ever.
@@ -189,14 +225,74 @@ func (n *Node) abstaining() bool { return n.ineligible || n.abstain.Active(n.now
 func (n *Node) send(m protocols.Message) {
 	m.From = n.id
 	m.Priority = n.members.Priority(n.id)
-	n.out.Send(m)
-	switch m.Kind {
+	if !electionKind(m.Kind) {
+		n.out.Send(m)
+		return
+	}
+	n.sendElection(&m)
+	if len(n.inflight) >= int(n.maxHops()) {
+		n.inflight = slices.Delete(n.inflight, 0, 1)
+	}
+	n.inflight = append(n.inflight, sent{m, n.now})
+}
+
+// electionKind reports whether k is a ring election message: one kept
+// for resend, and acknowledged on request.
+func electionKind(k protocols.MessageKind) bool {
+	switch k {
 	case protocols.MsgRingElect, protocols.MsgHSProbe, protocols.MsgHSReply,
 		protocols.MsgPetersonFirst, protocols.MsgPetersonSecond, protocols.MsgPetersonWinner:
-		if len(n.inflight) >= int(n.maxHops()) {
-			n.inflight = slices.Delete(n.inflight, 0, 1)
+		return true
+	}
+	return false
+}
+
+// sendElection sends election message m, asking its receiver for an
+// acknowledgement while this node verifies its successors (verify).
+func (n *Node) sendElection(m *protocols.Message) {
+	m.Context = 0
+	if n.verify && m.To != n.id {
+		m.Context = protocols.RingAckRequest
+		if !slices.ContainsFunc(n.awaiting, func(a ackDue) bool { return a.id == m.To }) {
+			n.awaiting = append(n.awaiting, ackDue{m.To, n.now.Add(n.ackWait())})
 		}
-		n.inflight = append(n.inflight, sent{m, n.now})
+	}
+	n.out.Send(*m)
+}
+
+// heardFrom records that id is alive (a message from it, an
+// acknowledgement, an unsuspicion or a MemberUp): it owes nothing and is
+// routed to again.
+func (n *Node) heardFrom(id protocols.ID) {
+	delete(n.unanswered, id)
+	n.awaiting = slices.DeleteFunc(n.awaiting, func(a ackDue) bool { return a.id == id })
+}
+
+// settle forgets the acknowledgement machinery once an election ended
+// (this node follows or leads): the next round trusts every live member
+// again until it stalls.
+func (n *Node) settle() {
+	n.verify = false
+	n.awaiting = nil
+	clear(n.unanswered)
+}
+
+// checkAcks routes past every receiver whose acknowledgement is overdue:
+// it most likely died without being suspected, so the round would
+// otherwise stall again and again until gossip declared it dead, seconds
+// later (docs/simulator.md, finding 7). Its election messages of the
+// current round go again to the next member (resend), as on a
+// suspicion.
+func (n *Node) checkAcks() {
+	for len(n.awaiting) > 0 && n.now >= n.awaiting[0].due {
+		id := n.awaiting[0].id
+		n.awaiting = n.awaiting[1:]
+		if n.unanswered == nil {
+			n.unanswered = make(map[protocols.ID]bool)
+		}
+		n.unanswered[id] = true
+		n.log.Infow("ring: no acknowledgement, routing past", "node", n.id, "member", id)
+		n.resend(id)
 	}
 }
 
@@ -236,7 +332,7 @@ func (n *Node) resend(lost protocols.ID) {
 		n.log.Debugw("ring: re-sending election message", "node", n.id, "lost", lost, "to", next, "kind", m.Kind)
 		m.To = next
 		m.Priority = n.members.Priority(n.id)
-		n.out.Send(*m)
+		n.sendElection(m)
 	}
 	if alone && n.participant && n.st != stLeader && !n.abstaining() {
 		n.participant = false
@@ -325,6 +421,7 @@ func (n *Node) becomeLeader() {
 	n.leader = n.id
 	n.participant = false
 	n.inflight = nil
+	n.settle()
 	n.abstain.Led()
 	n.relayed = n.epoch
 	n.log.Infow("ring: leader", "node", n.id, "epoch", n.epoch)
@@ -351,10 +448,14 @@ func (n *Node) follow(l protocols.ID, e uint64) {
 	n.abstain.Followed(n.now, !n.above(l), l)
 	if n.st != stFollower || n.leader != l || n.epoch != e {
 		n.log.Infow("ring: following", "node", n.id, "leader", l, "epoch", e)
+		// An election ended. A heartbeat of the same leader ends
+		// none: a follower relaying a higher member's round (it
+		// usurps the leader) keeps what it sent, and what it awaits.
+		n.inflight = nil
+		n.settle()
 	}
 	n.st = stFollower
 	n.leader, n.epoch = l, e
-	n.inflight = nil
 	n.resetTimer()
 }
 
@@ -389,7 +490,7 @@ func (n *Node) Step(now protocols.Time, m protocols.Message) error {
 		return err
 	}
 	switch m.Kind {
-	case protocols.MsgRingLeader, protocols.MsgHeartbeat, protocols.MsgHeartbeatResp:
+	case protocols.MsgRingLeader, protocols.MsgHeartbeat, protocols.MsgHeartbeatResp, protocols.MsgRingAck:
 	case protocols.MsgRingElect:
 		if n.alg != AlgLCR {
 			return protocols.ErrUnknownKind
@@ -413,6 +514,14 @@ func (n *Node) Step(now protocols.Time, m protocols.Message) error {
 	// winner's new epoch exceeds every epoch seen on its way round.
 	n.epochs.Observe(m.Epoch)
 	n.members.SetPriority(m.From, m.Priority)
+	n.heardFrom(m.From)
+	if m.Context == protocols.RingAckRequest && electionKind(m.Kind) {
+		// The sender's round follows a stalled one: answer, and verify
+		// this round's next hop too, since our own stall timer may
+		// never fire first (a new round replaces ours before it does).
+		n.send(protocols.Message{Kind: protocols.MsgRingAck, To: m.From, Context: m.Context})
+		n.verify = true
+	}
 	switch m.Kind {
 	case protocols.MsgRingElect:
 		n.stepElect(m)
@@ -441,8 +550,9 @@ func (n *Node) Step(now protocols.Time, m protocols.Message) error {
 			return nil
 		}
 		n.follow(m.From, m.Epoch)
-	case protocols.MsgHeartbeatResp:
-		// Ring leaders do not watch their followers.
+	case protocols.MsgHeartbeatResp, protocols.MsgRingAck:
+		// Ring leaders do not watch their followers; an acknowledgement
+		// did its work above (heardFrom).
 	}
 	return nil
 }
@@ -611,10 +721,16 @@ func (n *Node) Tick(now protocols.Time) {
 			return
 		}
 	}
+	n.checkAcks()
 	if n.participant && now >= n.roundEnd {
 		// The round stalled: no LEADER announcement came. Run again
 		// unless we follow a leader that is still heard from, or lead.
+		// From now on this node asks for acknowledgements (verify), in
+		// case a member its rounds go through died without being
+		// suspected — a leader too, which relays a higher candidate's
+		// round.
 		n.participant = false
+		n.verify = true
 		if n.st == stCandidate || (n.st == stFollower && (now >= n.deadline || !n.members.Live(n.leader))) {
 			n.st = stFollower
 			n.restart()
@@ -655,6 +771,9 @@ func (n *Node) NextDeadline(now protocols.Time) (protocols.Time, bool) {
 	if n.participant {
 		arm(n.roundEnd)
 	}
+	if len(n.awaiting) > 0 {
+		arm(n.awaiting[0].due)
+	}
 	if n.st == stLeader {
 		arm(n.hbDue)
 	} else if !n.participant {
@@ -684,6 +803,7 @@ func (n *Node) MemberUp(now protocols.Time, m protocols.Member) {
 	if !known && n.order != nil {
 		n.order = append(n.order, m.ID)
 	}
+	n.heardFrom(m.ID)
 	if n.st == stLeader && m.ID != n.id {
 		n.send(protocols.Message{Kind: protocols.MsgHeartbeat, To: m.ID, Leader: n.id, Epoch: n.epoch, Term: n.epoch})
 	}
@@ -706,6 +826,9 @@ func (n *Node) MemberDown(now protocols.Time, id protocols.ID) {
 // election.
 func (n *Node) Suspect(now protocols.Time, id protocols.ID, suspected bool) {
 	n.now = now
+	if !suspected {
+		n.heardFrom(id)
+	}
 	if n.members.SetSuspected(id, suspected) && suspected {
 		n.resend(id)
 		n.leaderLost(id)

@@ -1,0 +1,96 @@
+package agent
+
+import (
+	"math/rand/v2"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/conclave-agent/conclave/api"
+	"github.com/conclave-agent/conclave/core"
+	"github.com/conclave-agent/conclave/membership"
+)
+
+// rejoiner is the part of membership.Membership the rejoin glue uses;
+// tests that replace gossip have none, and the glue then does nothing.
+type rejoiner interface {
+	Rejoin(addrs []string)
+	SnapshotAddrs() []string
+}
+
+// rejoinGlue carries out core.Rejoin's plans: the loop asks it at most
+// once per planned wake, joins through the addresses it names, and puts
+// its problem line in the status.
+type rejoinGlue struct {
+	plan *core.Rejoin
+	due  time.Time
+	// problem is the cut-off line, read by status requests off the loop.
+	problem atomic.Pointer[string]
+	// last is the status last published, republished with the line when
+	// only the line changed.
+	last    api.Status
+	hasLast bool
+}
+
+// checkRejoin runs on the loop after every input: when a plan is due it
+// asks core.Rejoin, starts the joins it names, and republishes the status
+// if the cut-off line changed.
+func (a *Agent) checkRejoin() {
+	rj, ok := a.cluster.(rejoiner)
+	if !ok {
+		return
+	}
+	now := time.Now()
+	g := &a.rejoin
+	if now.Before(g.due) {
+		return
+	}
+	if g.plan == nil {
+		g.plan = core.NewRejoin(core.RejoinConfig{}, rand.New(rand.NewPCG(uint64(now.UnixNano()), uint64(a.self.ID))))
+	}
+	in := core.RejoinInput{Now: now, Self: a.cfg.Node.Name, SelfAddr: a.gossipAddr,
+		Join: a.cfg.Gossip.Join, Snapshot: rj.SnapshotAddrs()}
+	if a.cfg.Election.Protocol == core.ProtocolMajority {
+		in.Voters = a.cfg.Election.Voters
+	}
+	for _, m := range a.cluster.Members() {
+		if m.Name == a.cfg.Node.Name {
+			continue
+		}
+		alive := m.State == membership.StateAlive || m.State == membership.StateSuspect
+		// Voters, and every member where all are candidates, must be
+		// reached by the transport too: a member that restarted with a
+		// new identity answers gossip but knows nobody. An observer of
+		// majority is not probed by every member; gossip vouches for it.
+		probed := in.Voters == nil || slices.Contains(in.Voters, m.Name)
+		live := alive && (!probed || a.tr.Reachable(m.ID))
+		in.Members = append(in.Members, core.RejoinMember{Name: m.Name, Addr: m.Addr, Live: live, Identity: m.PeerID})
+	}
+	p := g.plan.Plan(in)
+	g.due = p.Next
+	if len(p.Try) > 0 {
+		a.log.Debug("rejoining gossip", zap.Strings("addrs", p.Try))
+		rj.Rejoin(p.Try)
+	}
+	if old := g.problem.Load(); (old == nil && p.Problem != "") || (old != nil && *old != p.Problem) {
+		if p.Problem != "" {
+			a.log.Warn(p.Problem)
+		}
+		g.problem.Store(&p.Problem)
+		if g.hasLast {
+			a.hub.Publish(a.withCutOff(g.last))
+		}
+	}
+}
+
+// withCutOff adds the cut-off line, if any, to st's problems.
+func (a *Agent) withCutOff(st api.Status) api.Status {
+	p := a.rejoin.problem.Load()
+	if p == nil || *p == "" {
+		return st
+	}
+	st.Problems = api.NewProblems(append(st.Problems.List(), *p))
+	return st
+}

@@ -1,0 +1,277 @@
+package core
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+)
+
+// This file is the rejoin policy: when an agent that sees fewer live
+// members than it needs joins gossip again, through which addresses, and
+// how often. Memberlist joins once at start; a node that joined through a
+// single seed learns the others only from that seed's gossip, so if the
+// seed dies first the nodes stay apart until it returns (bully and ring
+// elect twice, majority has no quorum), and a node restarted with no
+// member snapshot and no gossip.join waits for a push-pull that never
+// comes. The shell performs the joins; everything here is a pure function
+// of its inputs and a seeded generator, so it is tested by tables.
+
+// Rejoin defaults (RejoinConfig's zero values).
+const (
+	// DefaultRejoinWindow is how far back the largest live count counts
+	// as what this agent should see.
+	DefaultRejoinWindow = time.Minute
+	// DefaultRejoinMin is the first pause between rejoin rounds; it
+	// doubles each round up to DefaultRejoinMax.
+	DefaultRejoinMin = 500 * time.Millisecond
+	// DefaultRejoinMax bounds the pause: a node cut off for good costs
+	// one round of joins every 30 s at most.
+	DefaultRejoinMax = 30 * time.Second
+	// DefaultRejoinGrace is how long an agent must have been cut off
+	// before its status says so: at start, and after a member restarts,
+	// the transport takes a moment to reach the others.
+	DefaultRejoinGrace = 2 * time.Second
+)
+
+// RejoinConfig tunes Rejoin. Zero values take the defaults above.
+type RejoinConfig struct {
+	Window   time.Duration
+	Min, Max time.Duration
+	Grace    time.Duration
+}
+
+// RejoinMember is a member gossip lists, in any state.
+type RejoinMember struct {
+	Name string
+	Addr string // gossip address, host:port
+	// Live: alive in gossip and reached by the transport. A member that
+	// answers gossip's pings but not the transport (it restarted with a
+	// new identity and knows nobody) is not live: it is the one to join.
+	Live bool
+	// Identity is the member's current identity (its transport peer id):
+	// a member not live that shows a new one has restarted, and is joined
+	// at once.
+	Identity string
+}
+
+// RejoinInput is what the shell knows at Now.
+type RejoinInput struct {
+	Now time.Time
+	// Self is this agent's name, SelfAddr its gossip address.
+	Self, SelfAddr string
+	// Members are the members gossip lists, this agent excluded, dead
+	// and left ones included (their addresses are worth a try).
+	Members []RejoinMember
+	// Voters is this agent's voter list (election.voters, or the
+	// configuration in use); empty where every member is a candidate
+	// (bully, ring), which turns the quorum rule off.
+	Voters []string
+	// Join is gossip.join; Snapshot the gossip addresses of the member
+	// snapshot this agent started with.
+	Join, Snapshot []string
+}
+
+// RejoinPlan is Rejoin's answer.
+type RejoinPlan struct {
+	// Try are the addresses to join now, sorted; empty when no round is
+	// due.
+	Try []string
+	// Next is when to ask again at the latest.
+	Next time.Time
+	// Problem is a line for the status's problems once this agent has
+	// been cut off for the grace period (it reaches fewer than a quorum
+	// of its voters, or no other member at all while it knows of some),
+	// "" otherwise.
+	Problem string
+}
+
+// Rejoin decides when an agent joins gossip again. It is not safe for
+// concurrent use.
+type Rejoin struct {
+	cfg RejoinConfig
+	rng *rand.Rand
+	// seen are the live counts observed within the window, oldest first.
+	seen []sample
+	// pause is the current pause between rounds; due the next round.
+	pause time.Duration
+	due   time.Time
+	short bool
+	// cutSince is when the problem line's condition last turned true;
+	// zero while it is false.
+	cutSince time.Time
+	// live and try are the last plan's live count and addresses, and
+	// idents the identities of the members that were not live: a loss,
+	// an address not tried before, or a member not live with a new
+	// identity starts the pace over.
+	live   int
+	try    []string
+	idents map[string]string
+}
+
+type sample struct {
+	at   time.Time
+	live int
+}
+
+// NewRejoin returns a Rejoin drawing its jitter from rng.
+func NewRejoin(cfg RejoinConfig, rng *rand.Rand) *Rejoin {
+	if cfg.Window <= 0 {
+		cfg.Window = DefaultRejoinWindow
+	}
+	if cfg.Min <= 0 {
+		cfg.Min = DefaultRejoinMin
+	}
+	if cfg.Max < cfg.Min {
+		cfg.Max = max(DefaultRejoinMax, cfg.Min)
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = DefaultRejoinGrace
+	}
+	return &Rejoin{cfg: cfg, rng: rng}
+}
+
+// Plan takes the shell's view at in.Now and returns what to do.
+//
+// A round also joins the live voters again (every live member where all
+// are candidates): gossip may list a member that does not list this
+// agent — two nodes that joined one seed at once, where only the second
+// learned of the first before the seed died — and a join is a push-pull
+// that teaches it this agent. Observers are left out, so a fleet's loss
+// costs each agent a join per voter, not per member.
+//
+// This agent is short of members when the live ones, itself included, are
+// fewer than a quorum of its voters, or fewer than the most it saw live
+// within the window (a member it reached a minute ago is gone or no
+// longer reaches it), or when it is alone while gossip, gossip.join,
+// the snapshot or its voter list name others. While short, it joins
+// through every address it knows but those of live members —
+// gossip.join, the snapshot, members gossip lists as dead, left or
+// unreached — at once when it turns short, loses another member, learns
+// an address it has not tried or sees a member it does not reach restart
+// with a new identity, then after a pause that doubles
+// from Min to Max, each drawn between half and all of it so that agents
+// cut off together do not join in step.
+func (r *Rejoin) Plan(in RejoinInput) RejoinPlan {
+	live := 1
+	liveNames := map[string]bool{in.Self: true}
+	liveAddrs := map[string]bool{in.SelfAddr: true}
+	for _, m := range in.Members {
+		if m.Live && m.Name != in.Self {
+			live++
+			liveNames[m.Name] = true
+			liveAddrs[m.Addr] = true
+		}
+	}
+	peak := r.observe(in.Now, live)
+
+	quorumShort := false
+	liveVoters := 0
+	if len(in.Voters) > 0 {
+		for _, v := range in.Voters {
+			if liveNames[v] {
+				liveVoters++
+			}
+		}
+		quorumShort = liveVoters < len(in.Voters)/2+1
+	}
+	// Alone while gossip or the files name others (a bully or ring
+	// agent has no voter list to count).
+	alone := live == 1 && (len(in.Members) > 0 || len(in.Join) > 0 || len(in.Snapshot) > 0 || len(in.Voters) > 1)
+	short := quorumShort || alone || live < peak
+
+	var try []string
+	for _, group := range [][]string{in.Join, in.Snapshot} {
+		try = append(try, group...)
+	}
+	var again []string // live voters: joined again so they know this agent
+	for _, m := range in.Members {
+		switch {
+		case !m.Live:
+			try = append(try, m.Addr)
+		case len(in.Voters) == 0 || slices.Contains(in.Voters, m.Name):
+			again = append(again, m.Addr)
+		}
+	}
+	try = slices.DeleteFunc(try, func(a string) bool { return a == "" || liveAddrs[a] })
+	try = append(try, again...)
+	try = slices.DeleteFunc(try, func(a string) bool { return a == "" || a == in.SelfAddr })
+	slices.Sort(try)
+	try = slices.Compact(try)
+
+	var plan RejoinPlan
+	if !quorumShort && !alone {
+		r.cutSince = time.Time{}
+	} else if r.cutSince.IsZero() {
+		r.cutSince = in.Now
+	}
+	if !r.cutSince.IsZero() && in.Now.Sub(r.cutSince) >= r.cfg.Grace {
+		plan.Problem = problem(in, quorumShort, liveVoters, try)
+	}
+	if !short {
+		r.short, r.pause, r.live, r.try = false, 0, live, nil
+		plan.Next = in.Now.Add(r.cfg.Min)
+		return plan
+	}
+	news := live < r.live || slices.ContainsFunc(try, func(a string) bool { return !slices.Contains(r.try, a) })
+	idents := make(map[string]string)
+	for _, m := range in.Members {
+		if !m.Live && m.Identity != "" {
+			idents[m.Name] = m.Identity
+			if old, ok := r.idents[m.Name]; ok && old != m.Identity {
+				news = true
+			}
+		}
+	}
+	r.live, r.try, r.idents = live, try, idents
+	if !r.short || news {
+		// Just turned short, lost a member or learned an address: a
+		// round now, and the pace starts over.
+		r.short, r.due, r.pause = true, in.Now, 0
+	}
+	if in.Now.Before(r.due) {
+		plan.Next = r.due
+		return plan
+	}
+	plan.Try = try
+	if r.pause == 0 {
+		r.pause = r.cfg.Min
+	} else {
+		r.pause = min(2*r.pause, r.cfg.Max)
+	}
+	wait := r.pause/2 + time.Duration(r.rng.Int64N(int64(r.pause/2)+1))
+	r.due = in.Now.Add(wait)
+	plan.Next = r.due
+	return plan
+}
+
+// observe records live at now and returns the most seen within the
+// window, now included.
+func (r *Rejoin) observe(now time.Time, live int) int {
+	cut := 0
+	for cut < len(r.seen) && now.Sub(r.seen[cut].at) > r.cfg.Window {
+		cut++
+	}
+	r.seen = append(r.seen[cut:], sample{now, live})
+	peak := 0
+	for _, s := range r.seen {
+		peak = max(peak, s.live)
+	}
+	return peak
+}
+
+// problem is the status line while this agent is cut off: short of a
+// quorum of its voters, or alone while gossip or its files name others.
+func problem(in RejoinInput, quorumShort bool, liveVoters int, try []string) string {
+	var what string
+	if quorumShort {
+		what = fmt.Sprintf("this agent is cut off: it reaches %d of its %d voters, fewer than a quorum", liveVoters, len(in.Voters))
+	} else {
+		what = "this agent is cut off: it reaches no other member"
+	}
+	if len(try) == 0 {
+		return what + "; it knows no address to join (gossip.join is empty, the member snapshot is empty or missing, gossip lists no other member): list a member in gossip.join, or wait for a member that lists this one to join it"
+	}
+	return what + "; it keeps joining through " + strings.Join(try, ", ") + " (gossip.join, the member snapshot and members seen before); check the network between them"
+}

@@ -1,0 +1,189 @@
+package core
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRejoinPlan(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	n1 := RejoinMember{Name: "n1", Addr: "10.0.0.1:7946"}
+	n3 := RejoinMember{Name: "n3", Addr: "10.0.0.3:7946"}
+	live := func(m RejoinMember) RejoinMember { m.Live = true; return m }
+	voters := []string{"n1", "n2", "n3"}
+	cases := []struct {
+		name    string
+		in      RejoinInput
+		try     []string
+		problem string // substring; "" means none
+	}{
+		{"quorum of voters live: nothing to do",
+			RejoinInput{Members: []RejoinMember{live(n1), n3}, Voters: voters, Join: []string{n1.Addr}}, nil, ""},
+		{"seed dead, the other unknown: join through every address, cut off",
+			RejoinInput{Members: []RejoinMember{n1}, Voters: voters, Join: []string{n1.Addr}, Snapshot: []string{n1.Addr}},
+			[]string{n1.Addr}, "reaches 1 of its 3 voters"},
+		{"the other known from the snapshot and gossip but not reached",
+			RejoinInput{Members: []RejoinMember{n1, n3}, Voters: voters, Join: []string{n1.Addr}, Snapshot: []string{"10.0.0.9:7946"}},
+			[]string{n1.Addr, n3.Addr, "10.0.0.9:7946"}, "keeps joining through"},
+		{"wiped, no join list, nobody known: says it is alone and why",
+			RejoinInput{Voters: voters}, nil, "knows no address to join"},
+		{"bully or ring (no voters), alone while the join list names a seed",
+			RejoinInput{Join: []string{n1.Addr}}, []string{n1.Addr}, "reaches no other member"},
+		{"a single-member cluster is not cut off",
+			RejoinInput{Voters: []string{"n2"}}, nil, ""},
+		{"its own address is never tried; live voters are joined again, observers not",
+			RejoinInput{Members: []RejoinMember{live(n1), n3, live(RejoinMember{Name: "o9", Addr: "10.0.0.9:7946"})},
+				Voters: []string{"n1", "n2", "n3", "n4", "n5"}, Join: []string{n1.Addr, "10.0.0.2:7946"}},
+			[]string{n1.Addr, n3.Addr}, "reaches 2 of its 5 voters"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewRejoin(RejoinConfig{Grace: time.Second}, rand.New(rand.NewPCG(1, 2)))
+			tc.in.Now, tc.in.Self, tc.in.SelfAddr = t0, "n2", "10.0.0.2:7946"
+			p := r.Plan(tc.in)
+			if p.Problem != "" {
+				t.Errorf("problem %q before the grace period", p.Problem)
+			}
+			later := tc.in
+			later.Now = t0.Add(time.Second)
+			if p2 := r.Plan(later); (tc.problem == "") != (p2.Problem == "") || !strings.Contains(p2.Problem, tc.problem) {
+				t.Errorf("problem %q after the grace period, want one containing %q", p2.Problem, tc.problem)
+			}
+			if !slices.Equal(p.Try, tc.try) {
+				t.Errorf("try %v, want %v", p.Try, tc.try)
+			}
+			if !p.Next.After(t0) {
+				t.Errorf("next %v, want after now", p.Next)
+			}
+		})
+	}
+}
+
+// The pace: a round at once on turning short, then pauses that double
+// from Min to Max, each between half and all of the pause; back to a
+// round at once after a spell of being well.
+func TestRejoinPace(t *testing.T) {
+	cfg := RejoinConfig{Min: 100 * time.Millisecond, Max: 800 * time.Millisecond}
+	r := NewRejoin(cfg, rand.New(rand.NewPCG(7, 7)))
+	now := time.Unix(1000, 0)
+	cut := RejoinInput{Self: "n2", Voters: []string{"n1", "n2", "n3"}, Join: []string{"a:1"}}
+	var rounds []time.Time
+	for range 200 { // 10 ms steps over 2 s
+		cut.Now = now
+		if p := r.Plan(cut); len(p.Try) > 0 {
+			rounds = append(rounds, now)
+		}
+		now = now.Add(10 * time.Millisecond)
+	}
+	if len(rounds) < 4 || rounds[0] != time.Unix(1000, 0) {
+		t.Fatalf("rounds %v: want the first at once and at least four", rounds)
+	}
+	pause := cfg.Min
+	for i := 1; i < len(rounds); i++ {
+		gap := rounds[i].Sub(rounds[i-1])
+		if gap < pause/2 || gap > pause+10*time.Millisecond {
+			t.Errorf("gap %d: %v, want between %v and %v", i, gap, pause/2, pause)
+		}
+		pause = min(2*pause, cfg.Max)
+	}
+	well := cut
+	well.Members = []RejoinMember{{Name: "n1", Addr: "a:1", Live: true}}
+	well.Now = now
+	r.Plan(well)
+	cut.Now = now.Add(10 * time.Millisecond)
+	if p := r.Plan(cut); len(p.Try) == 0 {
+		t.Error("short again after being well: no round at once")
+	}
+}
+
+// Fewer live members than the most seen within the window (a member that
+// reached this agent a minute ago no longer does) is short too, quietly:
+// no problem line while a quorum is live.
+func TestRejoinRemembersPeak(t *testing.T) {
+	r := NewRejoin(RejoinConfig{Window: time.Minute}, rand.New(rand.NewPCG(1, 1)))
+	now := time.Unix(1000, 0)
+	n1 := RejoinMember{Name: "n1", Addr: "a:1", Live: true}
+	n3 := RejoinMember{Name: "n3", Addr: "a:3", Live: true}
+	in := RejoinInput{Now: now, Self: "n2", Members: []RejoinMember{n1, n3}, Voters: []string{"n1", "n2", "n3"}}
+	if p := r.Plan(in); len(p.Try) != 0 {
+		t.Fatalf("all live: try %v", p.Try)
+	}
+	n1.Live = false // answers gossip, not the transport: restarted wiped
+	in.Members, in.Now = []RejoinMember{n1, n3}, now.Add(time.Second)
+	p := r.Plan(in)
+	if !slices.Equal(p.Try, []string{"a:1", "a:3"}) || p.Problem != "" {
+		t.Fatalf("one of three unreached: try %v problem %q; want a:1, a:3 (live, joined again) and no problem", p.Try, p.Problem)
+	}
+	in.Now = now.Add(2 * time.Minute)
+	r.Plan(in)
+	in.Now = now.Add(2*time.Minute + 10*time.Second)
+	if p := r.Plan(in); len(p.Try) != 0 {
+		t.Errorf("a minute later the peak has passed: try %v", p.Try)
+	}
+}
+
+// Plans are a function of the inputs and the generator's seed.
+func TestRejoinDeterministic(t *testing.T) {
+	run := func() []time.Time {
+		r := NewRejoin(RejoinConfig{}, rand.New(rand.NewPCG(3, 4)))
+		in := RejoinInput{Self: "n2", Voters: []string{"n1", "n2", "n3"}, Join: []string{"a:1"}}
+		var out []time.Time
+		for i := range 50 {
+			in.Now = time.Unix(0, 0).Add(time.Duration(i) * 100 * time.Millisecond)
+			out = append(out, r.Plan(in).Next)
+		}
+		return out
+	}
+	if a, b := run(), run(); !slices.Equal(a, b) {
+		t.Fatal("two runs with one seed differ")
+	}
+}
+
+// A loss while short, or an address not tried before, starts the pace
+// over: a seed that dies after the others' pause grew long is not waited
+// out.
+func TestRejoinNewsRestartsPace(t *testing.T) {
+	r := NewRejoin(RejoinConfig{Min: 100 * time.Millisecond, Max: 10 * time.Second}, rand.New(rand.NewPCG(5, 5)))
+	now := time.Unix(1000, 0)
+	in := RejoinInput{Self: "n3", Voters: []string{"n1", "n2", "n3", "n4", "n5"},
+		Members: []RejoinMember{{Name: "n1", Addr: "a:1", Live: true}}, Join: []string{"a:1"}}
+	for range 300 { // 3 s short: the pause grows past a second
+		in.Now = now
+		r.Plan(in)
+		now = now.Add(10 * time.Millisecond)
+	}
+	in.Now = now
+	in.Members = []RejoinMember{{Name: "n1", Addr: "a:1"}, {Name: "n2", Addr: "a:2"}}
+	if p := r.Plan(in); !slices.Equal(p.Try, []string{"a:1", "a:2"}) {
+		t.Fatalf("the seed died and n2 became known: try %v, want a:1 and a:2 at once", p.Try)
+	}
+}
+
+// A member this agent does not reach that shows a new identity restarted
+// (with an empty data directory, it knows nobody): a round at once.
+func TestRejoinNewIdentityRestartsPace(t *testing.T) {
+	r := NewRejoin(RejoinConfig{Min: 100 * time.Millisecond, Max: 10 * time.Second}, rand.New(rand.NewPCG(5, 6)))
+	now := time.Unix(1000, 0)
+	in := RejoinInput{Self: "n3", Voters: []string{"n1", "n2", "n3"},
+		Members: []RejoinMember{{Name: "n1", Addr: "a:1", Identity: "old", Live: true}, {Name: "n2", Addr: "a:2", Live: true}}}
+	in.Now = now
+	r.Plan(in)
+	in.Members[0].Live = false // killed: short of the three it reached
+	for range 300 {
+		in.Now = now
+		r.Plan(in)
+		now = now.Add(10 * time.Millisecond)
+	}
+	in.Now = now
+	if p := r.Plan(in); len(p.Try) != 0 {
+		t.Fatalf("nothing new 3 s into the pace: try %v", p.Try)
+	}
+	in.Members[0].Identity = "new"
+	in.Now = now.Add(10 * time.Millisecond)
+	if p := r.Plan(in); !slices.Equal(p.Try, []string{"a:1", "a:2"}) {
+		t.Fatalf("n1 restarted with a new identity: try %v, want a:1 and a:2 at once", p.Try)
+	}
+}
