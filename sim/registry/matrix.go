@@ -73,7 +73,8 @@ const (
 		"once a poisoned epoch was adopted (liveness); open finding, docs/simulator.md"
 	offLivenessHSHealth = "liveness and preferred-leads (after liveness): an HS candidate whose round was lost " +
 		"under health faults may stay a candidate for good while the others follow another leader " +
-		"(about 1 in 60,000 schedules); open finding, docs/simulator.md finding 13, a ring liveness tail"
+		"(core mode about 1 in 60,000 schedules; bare mode 1 in 17,000 since ring's acknowledgements); " +
+		"open finding, docs/simulator.md finding 13, a ring liveness tail"
 	naVoters = "bully and ring have no replicated voter set: their members are whoever gossip " +
 		"(or the bare run's fixed list) says is up"
 )
@@ -109,6 +110,8 @@ func Matrix() []Cell {
 				}
 			case set == SetHealth && majority:
 				c.Off = append(c.Off, offPreferredMajority)
+			case set == SetHealth && v == "ring-hs":
+				c.Off = append(c.Off, offLivenessHSHealth)
 			case core:
 				c.Off = append(c.Off, offPreferredProbe)
 			}
