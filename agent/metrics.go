@@ -38,6 +38,7 @@ var (
 	descRefused          = prometheus.NewDesc("conclave_messages_refused_total", "Messages the protocol refused or that came from unknown nodes.", nil, nil)
 	descBeyondCeiling    = prometheus.NewDesc("conclave_messages_beyond_ceiling_total", "Messages refused because their term or epoch is beyond the ceiling (a buggy or hostile member); also counted in conclave_messages_refused_total.", nil, nil)
 	descDropped          = prometheus.NewDesc("conclave_transport_dropped_total", "Messages or frames the transport dropped, by reason.", []string{"reason"}, nil)
+	descLeaderless       = prometheus.NewDesc("conclave_leaderless_seconds", "How long this agent's view went without a leader each time it lost one, until it knew the next: failover as this agent saw it.", nil, nil)
 	descLeaderPhi        = prometheus.NewDesc("conclave_leader_phi", "Phi of the current leader as seen by this agent (0 on the leader).", nil, nil)
 	descQuorumVoters     = prometheus.NewDesc("conclave_quorum_voters", "Configured voters (majority) or live members.", nil, nil)
 	descQuorumReachable  = prometheus.NewDesc("conclave_quorum_reachable", "Voters this agent hears, itself included.", nil, nil)
@@ -55,7 +56,7 @@ var (
 
 func (c metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRole, descEpoch, descIsLeader, descHasLeader, descLeaderChanges, descLeaderChangesOld, descElectionsStarted,
-		descElectionsWon, descSent, descReceived, descRefused, descBeyondCeiling, descDropped, descLeaderPhi, descQuorumVoters,
+		descElectionsWon, descSent, descReceived, descRefused, descBeyondCeiling, descDropped, descLeaderless, descLeaderPhi, descQuorumVoters,
 		descQuorumReachable, descQuorumHealthy, descMembers, descRequests, descAPIRefused, descAPIOpen, descHandshakeFailed, descGossipProblems, descWrites, descKeyRefused, descAdmitFailed} {
 		ch <- d
 	}
@@ -110,6 +111,13 @@ func (c metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descGossipProblems, float64(membership.ProblemLines()))
 	counter(descAdmitFailed, float64(transport.AdmissionFailures()))
 	gauge(descKeyRefused, float64(len(a.keyRefused())))
+	buckets := make(map[float64]uint64, len(core.LeaderlessBuckets))
+	var cum uint64
+	for i, le := range core.LeaderlessBuckets {
+		cum += snap.stats.Leaderless[i]
+		buckets[le.Seconds()] = cum
+	}
+	ch <- prometheus.MustNewConstHistogram(descLeaderless, snap.stats.LeaderlessCount, snap.stats.LeaderlessSum.Seconds(), buckets)
 	gauge(descLeaderPhi, min(snap.leaderPhi, api.MaxPhi))
 	gauge(descQuorumVoters, float64(snap.status.Quorum.Voters))
 	gauge(descQuorumReachable, float64(snap.status.Quorum.Reachable))

@@ -204,6 +204,20 @@ type Stats struct {
 	// BeyondCeiling counts messages and announcements refused for a term
 	// or epoch beyond protocols.Ceiling (also in StepErrors).
 	BeyondCeiling uint64
+	// Leaderless is the time this agent's view spent without a leader
+	// each time it lost one, until it knew the next (failover as this
+	// agent saw it): counts per bucket of LeaderlessBuckets (the last
+	// counts the rest), their sum and their number.
+	Leaderless      [len(LeaderlessBuckets) + 1]uint64
+	LeaderlessSum   time.Duration
+	LeaderlessCount uint64
+}
+
+// LeaderlessBuckets are the upper bounds of Stats.Leaderless's buckets:
+// around the default failover bound (300 ms) finely, and out to a minute.
+var LeaderlessBuckets = [...]time.Duration{
+	100 * time.Millisecond, 200 * time.Millisecond, 300 * time.Millisecond, 500 * time.Millisecond,
+	time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second, time.Minute,
 }
 
 // Node is one agent's pure core. It is not safe for concurrent use: the
@@ -253,6 +267,11 @@ type Node struct {
 	metaRaw      string
 	meta         api.Meta
 	forcePublish bool
+
+	// leaderlessSince is when this agent's view lost its leader, while
+	// leaderless (Stats.Leaderless).
+	leaderlessSince protocols.Time
+	leaderless      bool
 
 	// stop is the shutdown handover's state (core/shutdown.go).
 	stop shutdownState

@@ -228,6 +228,7 @@ func (n *Node) settle(now protocols.Time) {
 		if v.leader != "" {
 			n.stats.LeaderChanges++
 		}
+		n.noteLeaderless(now, prev.leader, v.leader)
 		if !learned && !floored {
 			// An observer that learned the leader by gossip gets no
 			// heartbeats from it: a detector would only suspect it. A
@@ -250,4 +251,25 @@ func (n *Node) settle(now protocols.Time) {
 	st := n.Status(now)
 	n.pending = &st
 	n.noteTransition(st)
+}
+
+// noteLeaderless measures how long this agent's view went without a
+// leader after it lost one: from the moment its status stopped naming a
+// leader to the moment it named the next (Stats.Leaderless). The start of
+// an agent, which never had a leader, is not a failover.
+func (n *Node) noteLeaderless(now protocols.Time, was, is string) {
+	switch {
+	case was != "" && is == "":
+		n.leaderlessSince, n.leaderless = now, true
+	case is != "" && n.leaderless:
+		n.leaderless = false
+		d := now.Sub(n.leaderlessSince)
+		i := 0
+		for i < len(LeaderlessBuckets) && d > LeaderlessBuckets[i] {
+			i++
+		}
+		n.stats.Leaderless[i]++
+		n.stats.LeaderlessSum += d
+		n.stats.LeaderlessCount++
+	}
 }

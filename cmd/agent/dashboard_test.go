@@ -156,6 +156,15 @@ func TestDashboardMetricsExist(t *testing.T) {
 	}
 	for _, name := range used {
 		help, ok := exported[name]
+		if !ok {
+			// A histogram's series are NAME_bucket, _sum and _count
+			// under the one HELP line of NAME.
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				if base, cut := strings.CutSuffix(name, suffix); cut {
+					help, ok = exported[base]
+				}
+			}
+		}
 		switch {
 		case !ok:
 			t.Errorf("the dashboard queries %s, which the agent does not export", name)
