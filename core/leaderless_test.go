@@ -11,7 +11,7 @@ import (
 func TestLeaderlessMeasuresFailover(t *testing.T) {
 	tn, _ := newTestNode(t, ProtocolBully)
 	now := tn.now
-	tn.noteLeaderless(now, "", "a") // the start: no failover
+	tn.noteLeaderless(now, "", "a")  // the start: no failover
 	tn.noteLeaderless(now, "a", "b") // a direct change: no gap
 	if tn.stats.LeaderlessCount != 0 {
 		t.Fatalf("counted %d failovers before any leader was lost", tn.stats.LeaderlessCount)
