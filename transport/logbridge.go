@@ -114,7 +114,7 @@ func (h *zapHandler) Handle(_ context.Context, r slog.Record) error {
 	lvl := zapLevel(r.Level)
 	hint, promote := promoted[r.Message]
 	if r.Level < slog.LevelInfo {
-		if !promote || refusedByGater(r) {
+		if !promote || refusedByGater(r) || remoteHungUp(r) {
 			return nil
 		}
 		lvl = zapcore.WarnLevel
@@ -155,6 +155,22 @@ func (h *zapHandler) Handle(_ context.Context, r slog.Record) error {
 // the promoted hint, which blames the cluster key, would be wrong. A
 // restarted agent that did not know its members yet logged that the remote
 // "most likely has a different cluster key" every ten seconds.
+// remoteHungUp reports an upgrade that failed because the remote closed
+// the connection in the middle (a peer stopping while it dialled): not a
+// key mismatch, and no news during a clean stop of the cluster.
+func remoteHungUp(r slog.Record) bool {
+	hung := false
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "err" {
+			s := a.Value.String()
+			hung = strings.Contains(s, "connection reset by peer") || strings.HasSuffix(s, ": EOF") || s == "EOF" ||
+				strings.Contains(s, "broken pipe")
+		}
+		return !hung
+	})
+	return hung
+}
+
 func refusedByGater(r slog.Record) bool {
 	refused := false
 	r.Attrs(func(a slog.Attr) bool {

@@ -37,6 +37,10 @@ func TestSlogBridgeForwardsToZap(t *testing.T) {
 	// Our own gater's refusal is not a key mismatch: the gater logged it
 	// with the right reason, the key hint would mislead.
 	l.Debug("accept upgrade error", "err", errors.New("gater rejected connection with peer 12D3KooWX and addr /ip4/127.0.0.1/tcp/1 with direction 1"))
+	// Nor is a remote that hung up halfway, as a peer stopping while it
+	// dialled does: a clean stop of the cluster must log nothing.
+	l.Debug("accept upgrade error", "err", errors.New("failed to negotiate security protocol: read tcp4 127.0.0.1:41039->127.0.0.1:44654: read: connection reset by peer"))
+	l.Debug("accept upgrade error", "err", errors.New("failed to negotiate security protocol: EOF"))
 	if !l.Handler().Enabled(context.Background(), slog.LevelWarn) {
 		t.Error("warn disabled on a debug logger")
 	}
