@@ -2,7 +2,6 @@ package agent
 
 import (
 	"math/rand/v2"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 
 	"github.com/conclave-agent/conclave/api"
 	"github.com/conclave-agent/conclave/core"
-	"github.com/conclave-agent/conclave/membership"
 )
 
 // rejoiner is the part of membership.Membership the rejoin glue uses;
@@ -52,22 +50,7 @@ func (a *Agent) checkRejoin() {
 	}
 	in := core.RejoinInput{Now: now, Self: a.cfg.Node.Name, SelfAddr: a.gossipAddr,
 		Join: a.cfg.Gossip.Join, Snapshot: rj.SnapshotAddrs()}
-	if a.cfg.Election.Protocol == core.ProtocolMajority {
-		in.Voters = a.cfg.Election.Voters
-	}
-	for _, m := range a.cluster.Members() {
-		if m.Name == a.cfg.Node.Name {
-			continue
-		}
-		alive := m.State == membership.StateAlive || m.State == membership.StateSuspect
-		// Voters, and every member where all are candidates, must be
-		// reached by the transport too: a member that restarted with a
-		// new identity answers gossip but knows nobody. An observer of
-		// majority is not probed by every member; gossip vouches for it.
-		probed := in.Voters == nil || slices.Contains(in.Voters, m.Name)
-		live := alive && (!probed || a.tr.Reachable(m.ID))
-		in.Members = append(in.Members, core.RejoinMember{Name: m.Name, Addr: m.Addr, Live: live, Identity: m.PeerID})
-	}
+	in.Voters, in.Members = a.core.RejoinView(a.now())
 	p := g.plan.Plan(in)
 	g.due = p.Next
 	if len(p.Try) > 0 {

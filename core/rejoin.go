@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/conclave-agent/conclave/protocols"
 )
 
 // This file is the rejoin policy: when an agent that sees fewer live
@@ -274,4 +276,38 @@ func problem(in RejoinInput, quorumShort bool, liveVoters int, try []string) str
 		return what + "; it knows no address to join (gossip.join is empty, the member snapshot is empty or missing, gossip lists no other member): list a member in gossip.join, or wait for a member that lists this one to join it"
 	}
 	return what + "; it keeps joining through " + strings.Join(try, ", ") + " (gossip.join, the member snapshot and members seen before); check the network between them"
+}
+
+// RejoinView is the part of a RejoinInput this node knows: the voters of
+// the configuration in force (nil where every member is a candidate) and
+// every other member gossip lists, with whether it is live. A voter, and
+// every member where all are candidates, must also be reached by the
+// transport to count as live: a member that restarted with a new
+// identity answers gossip but knows nobody. An observer of majority is
+// not probed by every member, so gossip vouches for it.
+func (n *Node) RejoinView(now protocols.Time) (voters []string, members []RejoinMember) {
+	if _, ok := n.voterChanger(); ok {
+		// The configuration in use: the bootstrap list until a cluster
+		// forms, then the newest one this node holds.
+		voters = n.proto.Status(now).Config.VoterList()
+		if voters == nil {
+			voters = []string{}
+		}
+	}
+	names := make([]string, 0, len(n.members))
+	for name := range n.members {
+		if name != n.self.Name {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		m := n.members[name]
+		live := isLive(m)
+		if live && (voters == nil || slices.Contains(voters, name)) {
+			live = n.reached(m)
+		}
+		members = append(members, RejoinMember{Name: name, Addr: m.Addr, Live: live, Identity: m.PeerID})
+	}
+	return voters, members
 }

@@ -1,11 +1,14 @@
 package core
 
 import (
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/conclave-agent/conclave/membership"
 )
 
 func TestRejoinPlan(t *testing.T) {
@@ -185,5 +188,36 @@ func TestRejoinNewIdentityRestartsPace(t *testing.T) {
 	in.Now = now.Add(10 * time.Millisecond)
 	if p := r.Plan(in); !slices.Equal(p.Try, []string{"a:1", "a:2"}) {
 		t.Fatalf("n1 restarted with a new identity: try %v, want a:1 and a:2 at once", p.Try)
+	}
+}
+
+// TestRejoinView: a voter (or, in bully, any member) counts as live only
+// when the transport reaches it too; an observer of majority is live on
+// gossip's word; dead members are listed, not live, for their addresses.
+func TestRejoinView(t *testing.T) {
+	tn, _ := newTestNode(t, ProtocolMajority) // voters self, a, b, c
+	tn.reachable[2] = true
+	tn.applyMember(member("a", 2, membership.StateAlive))
+	tn.applyMember(member("b", 3, membership.StateAlive)) // not reached
+	tn.applyMember(member("c", 4, membership.StateDead))
+	tn.applyMember(member("o", 5, membership.StateAlive)) // observer
+	voters, ms := tn.RejoinView(tn.now)
+	if got := strings.Join(voters, ","); got != "a,b,c,self" && got != "self,a,b,c" {
+		t.Errorf("voters %q, want the bootstrap list", got)
+	}
+	live := map[string]bool{}
+	for _, m := range ms {
+		live[m.Name] = m.Live
+	}
+	want := map[string]bool{"a": true, "b": false, "c": false, "o": true}
+	if !maps.Equal(live, want) {
+		t.Errorf("live %v, want %v", live, want)
+	}
+
+	bully, _ := newTestNode(t, ProtocolBully)
+	bully.applyMember(member("o", 5, membership.StateAlive)) // not reached
+	voters, ms = bully.RejoinView(bully.now)
+	if voters != nil || len(ms) != 1 || ms[0].Live {
+		t.Errorf("bully: voters %v, members %+v; want none, and o not live (every member is a candidate, so the transport must reach it)", voters, ms)
 	}
 }
