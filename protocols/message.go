@@ -126,6 +126,11 @@ type Message struct {
 	Kind MessageKind
 	From ID
 	To   ID
+	// Election names the election a message belongs to when an agent runs
+	// several; "" is the election named "default". The protocols never
+	// read or set it: the core stamps what it sends and routes what it
+	// receives by it.
+	Election string
 	// Term is the sender's term (majority) — the epoch it campaigns or
 	// leads in.
 	Term uint64
@@ -182,6 +187,9 @@ func (m Message) Config() Configuration {
 // String renders m compactly for traces and golden files.
 func (m Message) String() string {
 	s := fmt.Sprintf("%d->%d %s", m.From, m.To, m.Kind)
+	if m.Election != "" {
+		s = m.Election + ": " + s
+	}
 	if m.Term != 0 {
 		s += fmt.Sprintf(" term=%d", m.Term)
 	}
