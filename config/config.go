@@ -14,6 +14,9 @@ type Config struct {
 	Transport Transport `toml:"transport"`
 	Detector  Detector  `toml:"detector"`
 	Election  Election  `toml:"election"`
+	// Elections are the named elections this agent runs besides the
+	// default one ([elections.NAME], docs/elections.md).
+	Elections map[string]NamedElection `toml:"elections"`
 	API       API       `toml:"api"`
 	Metrics   Metrics   `toml:"metrics"`
 	Log       Log       `toml:"log"`

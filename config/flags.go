@@ -105,6 +105,15 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	str("election.ring_algorithm", "ring: lcr, hs or peterson", func(c *Config) *string { return &c.Election.RingAlgorithm })
 	dur("election.preempt_delay", "how long a node of higher priority must be stable before it takes over", func(c *Config) *Duration { return &c.Election.PreemptDelay })
 
+	elections := &fieldFlag{flags: f, key: "elections", parse: func(s string) (func(*Config), error) {
+		apply, err := parseElectionFlag(s)
+		if err != nil {
+			return nil, fmt.Errorf("invalid value for elections: %w", err)
+		}
+		return apply, nil
+	}}
+	fs.Var(elections, "elections", "NAME.KEY=VALUE: set a key of [elections.NAME] (repeat the flag for each key)")
+
 	str("api.socket", "Unix socket path (default data_dir/agent.sock)", func(c *Config) *string { return &c.API.Socket })
 	register(fs, f, "api.socket_mode", "socket permission bits, octal", func(s string) (FileMode, error) {
 		var m FileMode

@@ -44,6 +44,9 @@ var keyKinds = func() map[string]keyKind {
 		if st.Kind() == reflect.Slice { // [[check]], [[hook]]
 			st = st.Elem()
 		}
+		if st.Kind() == reflect.Map { // [elections.NAME]: the [election] keys
+			continue
+		}
 		for f := range st.Fields() {
 			key := sect.Tag.Get("toml") + "." + f.Tag.Get("toml")
 			knownKeys = append(knownKeys, key)

@@ -295,7 +295,13 @@ func (c *Config) validateDetector(ch *checker) {
 }
 
 func (c *Config) validateElection(ch *checker) {
-	e := c.Election
+	c.validateElectionTable(ch, "election", c.Election)
+	c.validateElections(ch)
+}
+
+// validateElectionTable checks election settings e, which the table
+// named table configures ("election" or "elections.NAME").
+func (c *Config) validateElectionTable(ch *checker, table string, e Election) {
 	switch e.Protocol {
 	case ProtocolMajority:
 		if len(e.Voters) == 0 {
@@ -303,15 +309,15 @@ func (c *Config) validateElection(ch *checker) {
 			if c.Node.Name != "" {
 				hint = fmt.Sprintf(" (e.g. [%q])", c.Node.Name)
 			}
-			ch.add("election.voters", "must list at least one voter name for protocol \"majority\"%s", hint)
+			ch.add(table+".voters", "must list at least one voter name for protocol \"majority\"%s", hint)
 		}
 	case ProtocolBully, ProtocolRing:
 	default:
-		ch.add("election.protocol", "%q is not one of \"majority\", \"bully\", \"ring\"", e.Protocol)
+		ch.add(table+".protocol", "%q is not one of \"majority\", \"bully\", \"ring\"", e.Protocol)
 	}
 	seen := make(map[string]bool, len(e.Voters))
 	for i, v := range e.Voters {
-		key := fmt.Sprintf("election.voters[%d]", i)
+		key := fmt.Sprintf(table+".voters[%d]", i)
 		if p := nameProblem(v); p != "" {
 			ch.add(key, "%s", p)
 		} else if seen[v] {
@@ -319,15 +325,15 @@ func (c *Config) validateElection(ch *checker) {
 		}
 		seen[v] = true
 	}
-	positive(ch, "election.election_timeout", e.ElectionTimeout)
+	positive(ch, table+".election_timeout", e.ElectionTimeout)
 	if hb := c.Detector.HeartbeatInterval; hb > 0 && e.ElectionTimeout > 0 && e.ElectionTimeout < 3*hb {
-		ch.add("election.election_timeout", "%s is shorter than 3 × detector.heartbeat_interval (%s): one late heartbeat would start an election; raise it to at least %s or shorten the heartbeat",
+		ch.add(table+".election_timeout", "%s is shorter than 3 × detector.heartbeat_interval (%s): one late heartbeat would start an election; raise it to at least %s or shorten the heartbeat",
 			e.ElectionTimeout, time.Duration(3*hb), time.Duration(3*hb))
 	}
 	switch e.RingAlgorithm {
 	case RingLCR, RingHS, RingPeterson:
 	default:
-		ch.add("election.ring_algorithm", "%q is not one of \"lcr\", \"hs\", \"peterson\"", e.RingAlgorithm)
+		ch.add(table+".ring_algorithm", "%q is not one of \"lcr\", \"hs\", \"peterson\"", e.RingAlgorithm)
 	}
 }
 

@@ -1,0 +1,216 @@
+package config
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// DefaultElection is the name of the election the [election] table
+// configures. Every agent runs it; local processes that name no election
+// get it, so configurations and programs from before named elections keep
+// their meaning.
+const DefaultElection = "default"
+
+// MaxElections bounds the elections one agent runs, the default one
+// included. Each election costs its leader a heartbeat per peer per
+// interval (coalesced into one frame per peer) and, under majority with
+// gossip, an announcement every observe.RefreshInterval: 64 keeps an
+// idle agent's gossip queue and frames small (docs/elections.md).
+const MaxElections = 64
+
+// MaxElectionName bounds an election's name. It travels in every message
+// of the election, in gossip announcements and in metric labels.
+const MaxElectionName = 32
+
+// NamedElection is one [elections.NAME] table. A key left out (nil) is
+// inherited from [election], so a named election needs to say only what
+// differs.
+type NamedElection struct {
+	Protocol        *string   `toml:"protocol"`
+	Voters          *[]string `toml:"voters"`
+	ElectionTimeout *Duration `toml:"election_timeout"`
+	PreVote         *bool     `toml:"prevote"`
+	CheckQuorum     *bool     `toml:"check_quorum"`
+	Preempt         *bool     `toml:"preempt"`
+	RingAlgorithm   *string   `toml:"ring_algorithm"`
+	PreemptDelay    *Duration `toml:"preempt_delay"`
+}
+
+// over returns base with the keys n sets replaced.
+func (n NamedElection) over(base Election) Election {
+	e := base
+	e.Voters = append([]string(nil), base.Voters...)
+	if n.Protocol != nil {
+		e.Protocol = *n.Protocol
+	}
+	if n.Voters != nil {
+		e.Voters = append([]string(nil), (*n.Voters)...)
+	}
+	if n.ElectionTimeout != nil {
+		e.ElectionTimeout = *n.ElectionTimeout
+	}
+	if n.PreVote != nil {
+		e.PreVote = *n.PreVote
+	}
+	if n.CheckQuorum != nil {
+		e.CheckQuorum = *n.CheckQuorum
+	}
+	if n.Preempt != nil {
+		e.Preempt = *n.Preempt
+	}
+	if n.RingAlgorithm != nil {
+		e.RingAlgorithm = *n.RingAlgorithm
+	}
+	if n.PreemptDelay != nil {
+		e.PreemptDelay = *n.PreemptDelay
+	}
+	return e
+}
+
+// ElectionNames returns the names of every election this configuration
+// runs: DefaultElection first, then the named ones in name order.
+func (c *Config) ElectionNames() []string {
+	names := make([]string, 0, 1+len(c.Elections))
+	for name := range c.Elections {
+		if name != DefaultElection {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return append([]string{DefaultElection}, names...)
+}
+
+// ElectionFor returns the settings of the election called name: [election]
+// for DefaultElection, and [elections.NAME] over [election] for the
+// others. ok is false for a name this configuration does not run.
+func (c *Config) ElectionFor(name string) (Election, bool) {
+	if name == DefaultElection || name == "" {
+		return c.Election, true
+	}
+	n, ok := c.Elections[name]
+	if !ok {
+		return Election{}, false
+	}
+	return n.over(c.Election), true
+}
+
+// ElectionNameProblem says what is wrong with an election's name, or "".
+// A name is 1 to MaxElectionName bytes of [a-z0-9_-], starting with a
+// letter: it appears in socket paths, file names under data_dir, metric
+// labels and every message of the election.
+func ElectionNameProblem(name string) string {
+	switch {
+	case name == "":
+		return "is empty"
+	case len(name) > MaxElectionName:
+		return fmt.Sprintf("is %d bytes long, at most %d", len(name), MaxElectionName)
+	case name[0] < 'a' || name[0] > 'z':
+		return "must start with a lower-case letter"
+	}
+	for i := 0; i < len(name); i++ {
+		ch := name[i]
+		if (ch < 'a' || ch > 'z') && (ch < '0' || ch > '9') && ch != '-' && ch != '_' {
+			return fmt.Sprintf("has %q at byte %d; use only a-z, 0-9, '-' and '_'", ch, i)
+		}
+	}
+	return ""
+}
+
+// validateElections checks every [elections.NAME] table as the election it
+// resolves to, naming the table's keys in what it reports.
+func (c *Config) validateElections(ch *checker) {
+	if len(c.Elections)+1 > MaxElections {
+		ch.add("elections", "%d elections with the default one, at most %d: run the rest on another agent cluster (docs/elections.md)", len(c.Elections)+1, MaxElections)
+	}
+	for _, name := range c.ElectionNames()[1:] {
+		table := "elections." + name
+		if p := ElectionNameProblem(name); p != "" {
+			ch.add(table, "the election name %q %s", name, p)
+			continue
+		}
+		e, _ := c.ElectionFor(name)
+		c.validateElectionTable(ch, table, e)
+	}
+	if _, ok := c.Elections[DefaultElection]; ok {
+		ch.add("elections."+DefaultElection, "the election %q is the [election] table; configure it there", DefaultElection)
+	}
+}
+
+// parseElectionFlag parses one -elections flag, NAME.KEY=VALUE, into the
+// change it makes: the VALUE is typed as the [election] key KEY is (a
+// list takes commas), and decoded as TOML so that it is checked exactly
+// as the file's [elections.NAME] tables are.
+func parseElectionFlag(s string) (func(*Config), error) {
+	lhs, value, ok := strings.Cut(s, "=")
+	name, key, dotted := strings.Cut(lhs, ".")
+	if !ok || !dotted {
+		return nil, fmt.Errorf("want NAME.KEY=VALUE, such as scheduler.protocol=bully")
+	}
+	if p := ElectionNameProblem(name); p != "" {
+		return nil, fmt.Errorf("the election name %q %s", name, p)
+	}
+	kind, known := keyKinds["election."+key]
+	if !known {
+		return nil, fmt.Errorf("%q is not a key of [election] (config.example.toml lists them)", key)
+	}
+	var lit string
+	switch kind {
+	case kindList:
+		items, _ := parseList(value)
+		quoted := make([]string, len(items))
+		for i, it := range items {
+			quoted[i] = strconv.Quote(it)
+		}
+		lit = "[" + strings.Join(quoted, ", ") + "]"
+	case kindString:
+		lit = strconv.Quote(value)
+	default:
+		lit = value
+	}
+	var t struct {
+		Elections map[string]NamedElection `toml:"elections"`
+	}
+	if _, err := toml.Decode(fmt.Sprintf("[elections.%s]\n%s = %s\n", name, key, lit), &t); err != nil {
+		return nil, fmt.Errorf("%s: %w", lhs, err)
+	}
+	set := t.Elections[name]
+	return func(c *Config) {
+		if c.Elections == nil {
+			c.Elections = make(map[string]NamedElection)
+		}
+		c.Elections[name] = merge(c.Elections[name], set)
+	}, nil
+}
+
+// merge returns n with the keys set sets replaced.
+func merge(n, set NamedElection) NamedElection {
+	if set.Protocol != nil {
+		n.Protocol = set.Protocol
+	}
+	if set.Voters != nil {
+		n.Voters = set.Voters
+	}
+	if set.ElectionTimeout != nil {
+		n.ElectionTimeout = set.ElectionTimeout
+	}
+	if set.PreVote != nil {
+		n.PreVote = set.PreVote
+	}
+	if set.CheckQuorum != nil {
+		n.CheckQuorum = set.CheckQuorum
+	}
+	if set.Preempt != nil {
+		n.Preempt = set.Preempt
+	}
+	if set.RingAlgorithm != nil {
+		n.RingAlgorithm = set.RingAlgorithm
+	}
+	if set.PreemptDelay != nil {
+		n.PreemptDelay = set.PreemptDelay
+	}
+	return n
+}
