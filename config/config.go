@@ -17,9 +17,9 @@ type Config struct {
 	// Elections are the named elections this agent runs besides the
 	// default one ([elections.NAME], docs/elections.md).
 	Elections map[string]NamedElection `toml:"elections"`
-	API       API       `toml:"api"`
-	Metrics   Metrics   `toml:"metrics"`
-	Log       Log       `toml:"log"`
+	API       API                      `toml:"api"`
+	Metrics   Metrics                  `toml:"metrics"`
+	Log       Log                      `toml:"log"`
 	// Checks are the health checks that gate leadership ([[check]],
 	// docs/health.md); Hooks the commands run on transitions ([[hook]]).
 	Checks []Check `toml:"check"`
