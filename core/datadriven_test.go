@@ -95,11 +95,16 @@ const (
 // the network's queue, which moves only when a script says deliver.
 type ddEnv struct {
 	gossip bool
-	spec   core.ProtocolSpec // the settings every node shares
-	now    protocols.Time
-	nodes  []*ddNode // nodes[i] has id i+1
-	queue  []envelope
-	out    strings.Builder
+	// election names the election every node runs ("": the default);
+	// old lists the nodes that publish a peer protocol version from
+	// before named elections.
+	election string
+	old      []int
+	spec     core.ProtocolSpec // the settings every node shares
+	now      protocols.Time
+	nodes    []*ddNode // nodes[i] has id i+1
+	queue    []envelope
+	out      strings.Builder
 }
 
 // ddNode is one agent: its core while it runs, and what survives a crash.
@@ -332,6 +337,8 @@ func (env *ddEnv) addNodes(t *testing.T, d *datadriven.TestData) {
 	d.MaybeScanArgs(t, "prevote", &prevote)
 	d.MaybeScanArgs(t, "preempt", &preempt)
 	d.MaybeScanArgs(t, "ring", &ringAlg)
+	d.MaybeScanArgs(t, "election", &env.election)
+	d.MaybeScanArgs(t, "old", &env.old)
 	if voters == nil {
 		for i := 1; i <= count; i++ {
 			if !slices.Contains(observers, i) {
@@ -368,6 +375,7 @@ func (env *ddEnv) start(n *ddNode) error {
 	spec.Now = env.now
 	spec.Rand = core.NewRand(uint64(n.id), n.starts)
 	c, err := core.New(core.Config{
+		Name:     env.election,
 		Election: spec,
 		Detector: phi.DefaultConfig(),
 		Gossip:   env.gossip,
@@ -393,7 +401,10 @@ func (env *ddEnv) start(n *ddNode) error {
 func (env *ddEnv) record(n *ddNode) membership.Member {
 	m := membership.Member{Name: n.name, ID: n.id, State: membership.StateAlive,
 		Addr: fmt.Sprintf("10.0.0.%d:7946", n.id), PeerID: fmt.Sprintf("peer-%d", n.id), PeerAddr: fmt.Sprintf("/mem/%d", n.id),
-		Digest: n.digest, DigestExt: n.digestExt}
+		Digest: n.digest, DigestExt: n.digestExt, Version: core.NamedElectionsVersion}
+	if slices.Contains(env.old, int(n.id)) {
+		m.Version = core.NamedElectionsVersion - 1
+	}
 	if n.c == nil {
 		m.State = membership.StateDead
 	}
@@ -682,7 +693,11 @@ func fmtDisk(hs protocols.HardState, observed uint64) string {
 }
 
 func fmtAnnouncement(a observe.Announcement) string {
-	return fmt.Sprintf("leader=%d epoch=%d term=%d seq=%d age=%v", a.Leader, a.Epoch, a.Term, a.Seq, a.Age)
+	prefix := ""
+	if a.Election != "" {
+		prefix = a.Election + ": "
+	}
+	return fmt.Sprintf(prefix+"leader=%d epoch=%d term=%d seq=%d age=%v", a.Leader, a.Epoch, a.Term, a.Seq, a.Age)
 }
 
 // fmtStatus is the status on one line: what a watcher of the socket

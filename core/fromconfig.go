@@ -48,11 +48,24 @@ type Start struct {
 // with checks that have not passed yet, starts ineligible, so it never
 // leads before its service is known healthy (docs/health.md).
 func ConfigFrom(cfg config.Config, st Start) Config {
+	c, _ := ConfigFor(cfg, DefaultElection, st)
+	return c
+}
+
+// ConfigFor is ConfigFrom for the election called name (st holds that
+// election's persisted state); ok is false when cfg runs no such election.
+func ConfigFor(cfg config.Config, name string, st Start) (_ Config, ok bool) {
+	el, ok := cfg.ElectionFor(name)
+	if !ok {
+		return Config{}, false
+	}
+	cfg.Election = el
 	self := protocols.Member{
 		ID:   protocols.ID(cfg.Node.ID),
 		Name: cfg.Node.Name,
 	}
 	return Config{
+		Name: name,
 		Election: ProtocolSpec{
 			Protocol:          cfg.Election.Protocol,
 			RingAlgorithm:     cfg.Election.RingAlgorithm,
@@ -80,7 +93,7 @@ func ConfigFrom(cfg config.Config, st Start) Config {
 		Logger:         st.Logger,
 		ObservedEpoch:  st.ObservedEpoch,
 		ConfirmTimeout: cfg.Election.ElectionTimeout.Std(),
-	}
+	}, true
 }
 
 // startCandidacy is the candidacy an agent starts with: ineligible while

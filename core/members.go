@@ -21,7 +21,7 @@ func (n *Node) ApplyMember(now protocols.Time, m membership.Member) {
 }
 
 func (n *Node) applyMember(now protocols.Time, m membership.Member) {
-	if m.Name == n.self.Name {
+	if m.Name == n.self.Name || n.outOfElection(m) {
 		return
 	}
 	prev, known := n.members[m.Name]

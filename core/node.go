@@ -32,6 +32,10 @@ func (nopLogger) Errorw(string, ...any) {}
 
 // Config builds a Node.
 type Config struct {
+	// Name is the election's name when the agent runs several (""
+	// or "default": the default election, whose messages, announcements
+	// and gossip metadata stay as they were before named elections).
+	Name string
 	// Election is the protocol to run. Its Self names this agent; its
 	// Members are ignored (members arrive as membership events).
 	Election ProtocolSpec
@@ -223,7 +227,10 @@ var LeaderlessBuckets = [...]time.Duration{
 // Node is one agent's pure core. It is not safe for concurrent use: the
 // agent's loop goroutine owns it.
 type Node struct {
-	cfg   Config
+	cfg Config
+	// wire is the election's name as its messages and announcements
+	// carry it: "" for the default election.
+	wire  string
 	log   Logger
 	proto protocols.Protocol
 	self  protocols.Member
@@ -302,6 +309,9 @@ func New(cfg Config) (*Node, error) {
 	if _, err := phi.New(cfg.Detector); err != nil {
 		return nil, fmt.Errorf("core: failure detector: %w", err)
 	}
+	if p := electionNameProblem(cfg.Name); p != "" {
+		return nil, fmt.Errorf("core: election name %q %s", cfg.Name, p)
+	}
 	if cfg.ObservedEpoch > protocols.Ceiling {
 		return nil, fmt.Errorf("core: observed epoch %d: %w (the ceiling is %d)", cfg.ObservedEpoch, protocols.ErrBeyondCeiling, protocols.Ceiling)
 	}
@@ -317,6 +327,7 @@ func New(cfg Config) (*Node, error) {
 	// The protocol starts with spec.Candidacy; SetHealth changes it.
 	n := &Node{
 		cfg:       cfg,
+		wire:      wireName(cfg.Name),
 		log:       cfg.Logger,
 		proto:     p,
 		self:      spec.Self,
@@ -348,6 +359,10 @@ func (n *Node) Tick(now protocols.Time) {
 // from an id gossip has not introduced is refused.
 func (n *Node) Step(now protocols.Time, m protocols.Message) error {
 	defer n.settle(now)
+	if m.Election != n.wire {
+		n.stats.StepErrors++
+		return fmt.Errorf("core: message of election %q handed to election %q", m.Election, n.wire)
+	}
 	if _, known := n.byID[m.From]; !known {
 		n.stats.StepErrors++
 		return fmt.Errorf("core: message from id %d, which gossip has not introduced", m.From)
@@ -399,6 +414,7 @@ func (n *Node) Ready() Ready {
 		rd.Messages = make([]protocols.Message, 0, len(rd.proto.Messages))
 		for _, m := range rd.proto.Messages {
 			if n.fastPath(m) {
+				m.Election = n.wire
 				rd.Messages = append(rd.Messages, m)
 			}
 		}
@@ -406,6 +422,13 @@ func (n *Node) Ready() Ready {
 	rd.ObservedEpoch = n.obs.persist
 	rd.Peers = n.peers
 	rd.Announcements = n.announce
+	if n.wire != "" && len(n.announce) > 0 {
+		rd.Announcements = make([]observe.Announcement, len(n.announce))
+		for i, a := range n.announce {
+			a.Election = n.wire
+			rd.Announcements[i] = a
+		}
+	}
 	rd.Status = n.pending
 	rd.Transition = n.hook
 	rd.Confirmations = n.settled

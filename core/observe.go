@@ -74,6 +74,9 @@ func (n *Node) Gossiped(now protocols.Time, b []byte) error {
 	if err != nil {
 		return err
 	}
+	if ann.Election != n.wire {
+		return fmt.Errorf("core: announcement of election %q handed to election %q", ann.Election, n.wire)
+	}
 	if ann.Leader == n.self.ID {
 		return nil // our own, relayed back
 	}

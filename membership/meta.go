@@ -15,7 +15,9 @@ import (
 
 // ProtocolVersion is the version of conclave's peer protocol this build
 // speaks. It travels in node metadata so peers can tell old agents apart.
-const ProtocolVersion uint16 = 1
+// Version 2 runs named elections (core.NamedElectionsVersion); agents up
+// to v0.1.0 publish 1.
+const ProtocolVersion uint16 = 2
 
 // MaxMetaSize is the largest node metadata memberlist accepts. Memberlist
 // panics above it, so encodeMeta refuses instead.

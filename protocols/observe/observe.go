@@ -49,8 +49,12 @@ const Magic byte = 0xA7
 // worthless and a larger value is a corrupt or hostile message.
 const MaxAge = time.Hour
 
+// MaxElectionName bounds the election name an announcement carries (as
+// config.MaxElectionName does the configured names).
+const MaxElectionName = 32
+
 // MaxEncodedLen is the largest encoding Decode accepts.
-const MaxEncodedLen = 1 + 5*binary.MaxVarintLen64
+const MaxEncodedLen = 1 + 5*binary.MaxVarintLen64 + 1 + MaxElectionName
 
 // Announcement is a leader's claim, spread by gossip: Leader leads in Epoch
 // (and majority Term), and this is its Seq-th announcement of that epoch.
@@ -61,6 +65,11 @@ type Announcement struct {
 	Term   uint64
 	Seq    uint64
 	Age    time.Duration
+	// Election names the election claimed, "" for the default one. It
+	// is encoded after the other fields, so that an agent from before
+	// named elections refuses a named election's claim (trailing bytes)
+	// instead of taking it for its default election's.
+	Election string
 }
 
 // newer reports whether a is a later claim than b: a higher epoch, or the
@@ -73,14 +82,35 @@ func (a Announcement) newer(b Announcement) bool {
 }
 
 // Append appends a's encoding to b: Magic, then Leader, Epoch, Term, Seq
-// and Age in milliseconds as unsigned varints.
+// and Age in milliseconds as unsigned varints, then, for a named
+// election, its name's length as an unsigned varint and the name.
 func (a Announcement) Append(b []byte) []byte {
 	b = append(b, Magic)
 	b = binary.AppendUvarint(b, uint64(a.Leader))
 	b = binary.AppendUvarint(b, a.Epoch)
 	b = binary.AppendUvarint(b, a.Term)
 	b = binary.AppendUvarint(b, a.Seq)
-	return binary.AppendUvarint(b, uint64(max(a.Age, 0).Milliseconds()))
+	b = binary.AppendUvarint(b, uint64(max(a.Age, 0).Milliseconds()))
+	if a.Election != "" {
+		b = binary.AppendUvarint(b, uint64(len(a.Election)))
+		b = append(b, a.Election...)
+	}
+	return b
+}
+
+// validName reports whether s is an election name as configured: 1 to
+// MaxElectionName bytes of [a-z0-9_-], starting with a letter.
+func validName(s string) bool {
+	if s == "" || len(s) > MaxElectionName || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' && c != '_' {
+			return false
+		}
+	}
+	return true
 }
 
 // Errors of Decode.
@@ -109,10 +139,18 @@ func Decode(b []byte) (Announcement, error) {
 		}
 		f[i], rest = v, rest[n:]
 	}
-	if len(rest) != 0 {
-		return Announcement{}, fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(rest))
-	}
 	a := Announcement{Leader: protocols.ID(f[0]), Epoch: f[1], Term: f[2], Seq: f[3]}
+	if len(rest) != 0 {
+		l, n := binary.Uvarint(rest)
+		if n <= 0 || n != len(binary.AppendUvarint(nil, l)) || l != uint64(len(rest)-n) {
+			return Announcement{}, fmt.Errorf("%w: %d trailing bytes that are not an election name", ErrMalformed, len(rest))
+		}
+		name := string(rest[n:])
+		if name == "default" || !validName(name) {
+			return Announcement{}, fmt.Errorf("%w: election name %q", ErrMalformed, name)
+		}
+		a.Election = name
+	}
 	if a.Leader == protocols.None {
 		return Announcement{}, fmt.Errorf("%w: no leader", ErrMalformed)
 	}

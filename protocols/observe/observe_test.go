@@ -2,6 +2,7 @@ package observe
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,6 +25,35 @@ func TestAnnouncementRoundTrip(t *testing.T) {
 		if err != nil || got != a {
 			t.Fatalf("Decode(Append(%+v)) = %+v, %v", a, got, err)
 		}
+	}
+}
+
+func TestNamedAnnouncement(t *testing.T) {
+	a := Announcement{Leader: 7, Epoch: 4, Term: 4, Seq: 3, Age: 20 * time.Millisecond, Election: "reports-2"}
+	b := a.Append(nil)
+	got, err := Decode(b)
+	if err != nil || got != a {
+		t.Fatalf("Decode(Append(%+v)) = %+v, %v", a, got, err)
+	}
+	// An agent from before named elections stops after the age and
+	// refuses what follows: cut the name off and the rest is the default
+	// election's encoding, byte for byte.
+	def := a
+	def.Election = ""
+	if enc := def.Append(nil); string(b[:len(enc)]) != string(enc) {
+		t.Fatalf("a named announcement does not start with the default encoding")
+	}
+	for _, bad := range []string{"default", "Upper", "9lives", "a b", strings.Repeat("x", MaxElectionName+1)} {
+		raw := def.Append(nil)
+		raw = append(raw, byte(len(bad)))
+		raw = append(raw, bad...)
+		if _, err := Decode(raw); err == nil {
+			t.Errorf("Decode with election %q = nil error, want refused", bad)
+		}
+	}
+	short := append(def.Append(nil), 5, 'a', 'b')
+	if _, err := Decode(short); err == nil {
+		t.Error("Decode of a truncated name = nil error")
 	}
 }
 
@@ -175,6 +205,7 @@ func TestFastPathKeepsHeartbeatsForVoters(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	f.Add(Announcement{Leader: 1, Epoch: 2, Term: 2, Seq: 1, Age: time.Second}.Append(nil))
 	f.Add([]byte{Magic})
+	f.Add(Announcement{Leader: 3, Epoch: 9, Term: 9, Seq: 2, Election: "scheduler"}.Append(nil))
 	f.Add([]byte{Magic, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		a, err := Decode(b)
