@@ -81,23 +81,23 @@ type Agent struct {
 	start time.Time
 
 	lock    *store.DirLock
-	store   *store.Store
 	tr      transport.Transport
 	cluster membership.Cluster
-	core    *core.Node
-	gossip  membership.Gossiper // nil when the cluster does not gossip
+	// elections are the elections this agent runs, the default one first
+	// (agent/elections.go).
+	elections []*election
+	gossip    membership.Gossiper // nil when the cluster does not gossip
 	self    protocols.Member
 	// gossipAddr and peerAddr are the addresses published to peers (empty
 	// when tests replace gossip or the transport).
 	gossipAddr, peerAddr string
 
-	// snapshot is the loop's latest status, read by socket requests
-	// without a trip through the loop.
-	snapshot atomic.Pointer[core.Snapshot]
-
 	// Loop-owned state.
-	confirms   map[uint64][]chan error          // consistent reads by token
-	voterWaits map[uint64]chan core.VoterResult // voter changes by token
+	//
+	// sends collects the messages of every election's Ready, so that
+	// the transport sends what goes to one peer in one frame
+	// (core.Drain's Send, flushed by handleReady).
+	sends []protocols.Message
 	// ceilingLog limits the warnings for terms and epochs beyond the
 	// ceiling: a hostile member may send them without end.
 	ceilingLog *ratelog.Limiter
@@ -136,8 +136,6 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 		cfg:        cfg,
 		log:        lg,
 		start:      time.Now(),
-		confirms:   make(map[uint64][]chan error),
-		voterWaits: make(map[uint64]chan core.VoterResult),
 		requests:   make(chan func()),
 		hub:        localapi.NewHub(watchBuffer),
 		loopDone:   make(chan struct{}),
@@ -156,17 +154,20 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 	if a.lock, err = store.LockDir(cfg.Node.DataDir); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	if a.store, err = store.Open(cfg.Node.DataDir); err != nil {
-		return nil, fmt.Errorf("agent: %w", err)
+	type persisted struct {
+		hs       protocols.HardState
+		observed uint64
 	}
-	hs, err := a.store.Load()
-	if err != nil {
-		return nil, fmt.Errorf("agent: %w", err)
+	var states []persisted
+	for _, name := range cfg.ElectionNames() {
+		e, hs, observed, err := openElection(cfg.Node.DataDir, name)
+		if err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+		a.elections = append(a.elections, e)
+		states = append(states, persisted{hs, observed})
 	}
-	observed, err := a.store.LoadObserved()
-	if err != nil {
-		return nil, fmt.Errorf("agent: %w", err)
-	}
+	hs := states[0].hs
 	key, err := clusterKey(cfg)
 	if err != nil {
 		return nil, err
@@ -252,8 +253,10 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 	}
 
 	a.gossip, _ = a.cluster.(membership.Gossiper)
-	if a.core, err = core.New(a.coreConfig(hs, observed, peerAddr)); err != nil {
-		return nil, fmt.Errorf("agent: %w", err)
+	for i, e := range a.elections {
+		if e.core, err = core.New(a.coreConfig(e.name, states[i].hs, states[i].observed, peerAddr)); err != nil {
+			return nil, fmt.Errorf("agent: election %s: %w", e.name, err)
+		}
 	}
 	a.serveVoterForwards()
 
@@ -286,7 +289,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 	}
 	lg.Info("agent ready",
 		zap.String("node", cfg.Node.Name), zap.Uint64("id", cfg.Node.ID),
-		zap.String("protocol", cfg.Election.Protocol),
+		zap.String("protocol", cfg.Election.Protocol), zap.Strings("elections", cfg.ElectionNames()),
 		zap.Uint64("term", hs.Term), zap.Uint64("epoch", hs.Epoch),
 		zap.String("gossip_addr", a.gossipAddr), zap.String("peer_id", peerID), zap.String("peer_addr", peerAddr),
 		zap.String("metrics_addr", a.MetricsAddr()))
@@ -304,11 +307,12 @@ func clusterKey(cfg config.Config) ([]byte, error) {
 	return key, nil
 }
 
-// coreConfig is the core's configuration: the file's, mapped by
-// core.ConfigFrom, with what this process knows at start.
-func (a *Agent) coreConfig(hs protocols.HardState, observed uint64, peerAddr string) core.Config {
+// coreConfig is the configuration of the core of the election called
+// name: the file's, mapped by core.ConfigFor, with what this process
+// knows at start.
+func (a *Agent) coreConfig(name string, hs protocols.HardState, observed uint64, peerAddr string) core.Config {
 	seed := uint64(time.Now().UnixNano()) ^ uint64(a.self.ID)<<32
-	return core.ConfigFrom(a.cfg, core.Start{
+	c, _ := core.ConfigFor(a.cfg, name, core.Start{
 		HardState:      hs,
 		ObservedEpoch:  observed,
 		Now:            a.now(),
@@ -321,6 +325,7 @@ func (a *Agent) coreConfig(hs protocols.HardState, observed uint64, peerAddr str
 		TransportAddr:  peerAddr,
 		Maintenance:    maintenanceOnDisk(a.cfg),
 	})
+	return c
 }
 
 // zapLogger adapts zap to protocols.Logger.
@@ -440,15 +445,17 @@ func (a *Agent) loop(ctx context.Context, wake *time.Timer, serveErr <-chan erro
 			if q, ok := a.tr.(interface{ Quiesce() }); ok {
 				q.Quiesce() // peers stopping with this one are no news now
 			}
-			a.core.Shutdown(a.now())
+			for _, e := range a.elections {
+				e.core.Shutdown(a.now())
+			}
 		case <-a.killed:
 			return errKilled
 		case <-wake.C:
-			a.core.Tick(a.now())
-		case b := <-gossiped:
-			if err := a.core.Gossiped(a.now(), b); err != nil {
-				a.log.Debug("ignoring gossiped message", zap.Error(err))
+			for _, e := range a.elections {
+				e.core.Tick(a.now())
 			}
+		case b := <-gossiped:
+			a.gossiped(b)
 		case m, ok := <-inbound:
 			if !ok {
 				return errors.New("agent: transport closed")
@@ -459,9 +466,14 @@ func (a *Agent) loop(ctx context.Context, wake *time.Timer, serveErr <-chan erro
 				return errors.New("agent: membership closed")
 			}
 			if ev.Kind == membership.EventResync {
-				a.core.Resync(a.now(), a.cluster.Members())
+				members := a.cluster.Members()
+				for _, e := range a.elections {
+					e.core.Resync(a.now(), members)
+				}
 			} else {
-				a.core.ApplyMember(a.now(), ev.Member)
+				for _, e := range a.elections {
+					e.core.ApplyMember(a.now(), ev.Member)
+				}
 			}
 		case req := <-a.requests:
 			req()
@@ -475,20 +487,50 @@ func (a *Agent) loop(ctx context.Context, wake *time.Timer, serveErr <-chan erro
 		if err := a.handleReady(); err != nil {
 			return err
 		}
-		if asked, done := a.core.Stopping(); asked && done {
+		if a.stopped() {
 			return nil
 		}
 		a.checkRejoin()
 	}
 }
 
-// nextWake is how long the loop may sleep before the core needs a Tick.
+// nextWake is how long the loop may sleep before a core needs a Tick.
 func (a *Agent) nextWake(now protocols.Time) time.Duration {
-	next, ok := a.core.NextWake(now, maxSleep)
-	if !ok {
-		return tickInterval
+	var next protocols.Time
+	for i, e := range a.elections {
+		t, ok := e.core.NextWake(now, maxSleep)
+		if !ok {
+			return tickInterval
+		}
+		if i == 0 || t < next {
+			next = t
+		}
 	}
 	return max(next.Sub(now), minSleep)
+}
+
+// stopped reports whether every election's core finished stopping
+// (core.Node.Stopping): a leader hands each election over first.
+func (a *Agent) stopped() bool {
+	for _, e := range a.elections {
+		if asked, done := e.core.Stopping(); !asked || !done {
+			return false
+		}
+	}
+	return true
+}
+
+// gossiped hands a gossiped announcement to its election's core.
+func (a *Agent) gossiped(b []byte) {
+	name, ok := core.ElectionOf(b)
+	e := a.electionNamed(name)
+	if !ok || e == nil {
+		a.log.Debug("ignoring gossiped message: not an announcement of an election this agent runs", zap.String("election", name))
+		return
+	}
+	if err := e.core.Gossiped(a.now(), b); err != nil {
+		a.log.Debug("ignoring gossiped message", zap.String("election", name), zap.Error(err))
+	}
 }
 
 func (a *Agent) closeAll() {
@@ -517,93 +559,136 @@ func (a *Agent) closeAll() {
 	}
 }
 
-// handleReady carries out the core's pending Ready batches through
+// handleReady carries out every election's pending Ready batches through
 // core.Drain, in the driver contract's order (core.Ready), with the agent
-// as the shell; a failed persist stops the agent.
+// as the shell, and then sends what they produced: the messages of every
+// election to one peer leave together, in one frame. A failed persist
+// stops the agent.
 func (a *Agent) handleReady() error {
-	if err := core.Drain(a.core, (*agentShell)(a)); err != nil {
-		// Sending now could break a promise a vote made, and publishing
-		// could report an epoch a restart takes back: stop.
-		return fmt.Errorf("agent: %w", err)
+	for _, e := range a.elections {
+		if err := core.Drain(e.core, &electionShell{a: a, e: e}); err != nil {
+			// Sending now could break a promise a vote made, and
+			// publishing could report an epoch a restart takes back:
+			// stop.
+			a.sends = a.sends[:0]
+			return fmt.Errorf("agent: election %s: %w", e.name, err)
+		}
 	}
-	a.storeSnapshot()
+	if len(a.sends) > 0 {
+		a.sendAll(a.sends)
+		clear(a.sends)
+		a.sends = a.sends[:0]
+	}
+	a.storeSnapshots()
 	return nil
 }
 
-// agentShell is the agent as core.Drain's shell: the store, the
-// transport, gossip and the socket.
-type agentShell Agent
+// electionShell is the agent as core.Drain's shell for one election: its
+// store, the transport, gossip and the socket.
+type electionShell struct {
+	a *Agent
+	e *election
+}
 
-func (s *agentShell) Persist(hs *protocols.HardState, observed uint64) error {
+func (s *electionShell) Persist(hs *protocols.HardState, observed uint64) error {
 	if hs != nil {
-		if err := s.store.Save(*hs); err != nil {
+		if err := s.e.store.Save(*hs); err != nil {
 			return fmt.Errorf("persist election state: %w", err)
 		}
 	}
 	if observed != 0 {
-		if err := s.store.SaveObserved(observed); err != nil {
+		if err := s.e.store.SaveObserved(observed); err != nil {
 			return fmt.Errorf("persist observed epoch: %w", err)
 		}
 	}
 	return nil
 }
 
-func (s *agentShell) Send(msgs []protocols.Message) {
-	for _, m := range msgs {
-		s.tr.Send(m.To, m)
-	}
+// Send collects msgs; handleReady sends every election's at once.
+func (s *electionShell) Send(msgs []protocols.Message) {
+	s.a.sends = append(s.a.sends, msgs...)
 }
 
-func (s *agentShell) ApplyPeers(peers []core.PeerChange) {
+func (s *electionShell) ApplyPeers(peers []core.PeerChange) {
+	a := s.a
 	for _, p := range peers {
 		if p.Remove {
-			s.tr.RemovePeer(p.ID)
+			delete(s.e.probes, p.ID)
+			if !a.memberOfAny(p.ID) {
+				a.tr.RemovePeer(p.ID)
+			}
 			continue
 		}
-		s.tr.SetProbed(p.ID, p.Probe)
-		if err := s.tr.SetPeer(p.ID, p.PeerID, p.PeerAddr); err != nil {
-			s.log.Warn("cannot admit member", zap.String("member", p.Name), zap.Error(err))
+		s.e.probes[p.ID] = p.Probe
+		a.tr.SetProbed(p.ID, a.probed(p.ID))
+		if err := a.tr.SetPeer(p.ID, p.PeerID, p.PeerAddr); err != nil {
+			a.log.Warn("cannot admit member", zap.String("member", p.Name), zap.Error(err))
 		}
 	}
 }
 
-func (s *agentShell) Gossip(anns []core.Announcement) {
+func (s *electionShell) Gossip(anns []core.Announcement) {
 	for _, ann := range anns {
-		(*Agent)(s).gossipAnnouncement(ann)
+		s.a.gossipAnnouncement(ann)
 	}
 }
 
-func (s *agentShell) PublishDigest(digest, ext string) {
-	if dg, ok := s.cluster.(membership.Digester); ok {
+// PublishDigest publishes the default election's settings digest; gossip
+// metadata has room for one, and named elections hand out none.
+func (s *electionShell) PublishDigest(digest, ext string) {
+	if dg, ok := s.a.cluster.(membership.Digester); ok {
 		if err := dg.SetDigest(digest, ext); err != nil {
-			s.log.Warn("cannot publish the settings digest", zap.Error(err))
+			s.a.log.Warn("cannot publish the settings digest", zap.Error(err))
 		}
 	}
 }
 
-func (s *agentShell) Publish(st api.Status) {
-	s.rejoin.last, s.rejoin.hasLast = st, true
-	s.hub.Publish((*Agent)(s).withCutOff(st))
+func (s *electionShell) Publish(st api.Status) {
+	a := s.a
+	if s.e != a.def() {
+		a.publishNamed(s.e, st)
+		return
+	}
+	a.rejoin.last, a.rejoin.hasLast = st, true
+	a.hub.Publish(a.withCutOff(st))
 }
 
-func (s *agentShell) FireHooks(t core.Transition) {
-	if s.health != nil {
-		s.health.hooks.Fire(health.Transition(t))
+// FireHooks runs the [[hook]] commands for the default election's
+// transitions; named elections have no hooks of their own yet.
+func (s *electionShell) FireHooks(t core.Transition) {
+	if s.a.health != nil && s.e == s.a.def() {
+		s.a.health.hooks.Fire(health.Transition(t))
 	}
 }
 
-func (s *agentShell) Settle(cs []core.Confirmation, vs []core.VoterResult) {
+func (s *electionShell) Settle(cs []core.Confirmation, vs []core.VoterResult) {
 	for _, c := range cs {
-		(*Agent)(s).settleConfirm(c)
+		s.e.settleConfirm(c)
 	}
 	for _, v := range vs {
-		(*Agent)(s).settleVoters(v)
+		s.e.settleVoters(v)
 	}
 }
 
-// receive feeds a peer's message to the core.
+// memberOfAny reports whether some election still wants a transport peer
+// for member id.
+func (a *Agent) memberOfAny(id protocols.ID) bool {
+	for _, e := range a.elections {
+		if _, ok := e.probes[id]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// receive feeds a peer's message to its election's core.
 func (a *Agent) receive(m protocols.Message) {
-	err := a.core.Step(a.now(), m)
+	e, ok := a.receiveFor(m)
+	if !ok {
+		a.log.Debug("message of an election this agent does not run", zap.Stringer("msg", m))
+		return
+	}
+	err := e.core.Step(a.now(), m)
 	switch {
 	case err == nil:
 	case errors.Is(err, protocols.ErrBeyondCeiling):

@@ -39,37 +39,32 @@ func (a *Agent) do(ctx context.Context, f func()) error {
 }
 
 func (b backend) Status(ctx context.Context, consistent bool) (api.Status, error) {
-	if consistent {
-		return b.a.consistentStatus(ctx)
+	e, err := b.a.electionOf(ctx)
+	if err != nil {
+		return api.Status{}, err
 	}
-	if st, ok := b.a.loadSnapshot(); ok {
+	if consistent {
+		return b.a.consistentStatus(ctx, e)
+	}
+	if st, ok := b.a.loadSnapshot(e); ok {
 		st.Problems = b.a.withKeyProblems(st.Problems)
 		return st, nil
 	}
 	var st api.Status
-	err := b.a.do(ctx, func() { st = b.a.core.Status(b.a.now()) })
+	err = b.a.do(ctx, func() { st = e.core.Status(b.a.now()) })
 	st.Problems = b.a.withKeyProblems(st.Problems)
 	return st, err
 }
 
-// storeSnapshot publishes the current status for loadSnapshot. It runs on
-// the loop after every input, the same moments at which a request through
-// the loop would have been answered; status is the endpoint local
-// processes poll, so it must not queue behind the loop.
-func (a *Agent) storeSnapshot() {
-	snap := a.core.Snapshot(a.now())
-	a.snapshot.Store(&snap)
-}
-
-// loadSnapshot answers a status request from the latest snapshot, at the
+// loadSnapshot answers a status request from e's latest snapshot, at the
 // time of the request (core.Snapshot.At).
-func (a *Agent) loadSnapshot() (api.Status, bool) {
+func (a *Agent) loadSnapshot(e *election) (api.Status, bool) {
 	select {
 	case <-a.loopDone:
 		return api.Status{}, false // answered by errStopped
 	default:
 	}
-	snap := a.snapshot.Load()
+	snap := e.snapshot.Load()
 	if snap == nil {
 		return api.Status{}, false
 	}
@@ -78,13 +73,16 @@ func (a *Agent) loadSnapshot() (api.Status, bool) {
 
 func (b backend) Members(ctx context.Context) ([]api.Member, error) {
 	var out []api.Member
-	err := b.a.do(ctx, func() { out = b.a.core.Members(b.a.now(), b.a.selfAddr()) })
+	err := b.a.do(ctx, func() { out = b.a.def().core.Members(b.a.now(), b.a.selfAddr()) })
 	return out, err
 }
 
 func (b backend) Resign(ctx context.Context) error {
-	var err error
-	if doErr := b.a.do(ctx, func() { err = b.a.core.Resign(b.a.now()) }); doErr != nil {
+	e, err := b.a.electionOf(ctx)
+	if err != nil {
+		return err
+	}
+	if doErr := b.a.do(ctx, func() { err = e.core.Resign(b.a.now()) }); doErr != nil {
 		return doErr
 	}
 	// The server names the request ("resign: …"); these say why and what
@@ -107,7 +105,7 @@ func (b backend) Health(ctx context.Context) error {
 // consistentStatus confirms leadership with a fresh quorum round before
 // answering (majority only). A follower answers at once: it makes no claim
 // that needs confirming.
-func (a *Agent) consistentStatus(ctx context.Context) (api.Status, error) {
+func (a *Agent) consistentStatus(ctx context.Context, e *election) (api.Status, error) {
 	var (
 		st    api.Status
 		done  chan error
@@ -115,23 +113,23 @@ func (a *Agent) consistentStatus(ctx context.Context) (api.Status, error) {
 	)
 	err := a.do(ctx, func() {
 		now := a.now()
-		token, wait, err := a.core.ConfirmLeadership(now)
+		token, wait, err := e.core.ConfirmLeadership(now)
 		if err != nil {
 			cfErr = err
 			return
 		}
 		if !wait {
-			st = a.core.Status(now)
+			st = e.core.Status(now)
 			return
 		}
 		done = make(chan error, 1)
-		a.confirms[token] = append(a.confirms[token], done)
+		e.confirms[token] = append(e.confirms[token], done)
 	})
 	switch {
 	case err != nil:
 		return api.Status{}, err
 	case errors.Is(cfErr, core.ErrConfirmUnsupported):
-		return api.Status{}, fmt.Errorf("%w: protocol %q has no quorum to confirm leadership with; only majority does", localapi.ErrConsistentUnsupported, a.cfg.Election.Protocol)
+		return api.Status{}, fmt.Errorf("%w: protocol %q has no quorum to confirm leadership with; only majority does", localapi.ErrConsistentUnsupported, a.protocolOf(e))
 	case cfErr != nil:
 		return api.Status{}, fmt.Errorf("%w: %v", localapi.ErrUnavailable, cfErr)
 	case done == nil:
@@ -145,20 +143,14 @@ func (a *Agent) consistentStatus(ctx context.Context) (api.Status, error) {
 	case <-ctx.Done():
 		return api.Status{}, fmt.Errorf("consistent status: %w", ctx.Err())
 	}
-	err = a.do(ctx, func() { st = a.core.Status(a.now()) })
+	err = a.do(ctx, func() { st = e.core.Status(a.now()) })
 	return st, err
 }
 
-// settleConfirm answers the consistent reads waiting on a quorum round.
-func (a *Agent) settleConfirm(c core.Confirmation) {
-	var err error
-	if c.Err != nil {
-		err = fmt.Errorf("%w: %v", localapi.ErrUnavailable, c.Err)
-	}
-	for _, done := range a.confirms[c.Token] {
-		done <- err
-	}
-	delete(a.confirms, c.Token)
+// protocolOf is the protocol election e runs.
+func (a *Agent) protocolOf(e *election) string {
+	el, _ := a.cfg.ElectionFor(e.name)
+	return el.Protocol
 }
 
 func (a *Agent) selfAddr() string {

@@ -131,7 +131,10 @@ func (a *Agent) applyHealth() {
 	if a.health == nil {
 		return
 	}
-	a.core.SetHealth(a.now(), a.currentHealth())
+	h := a.currentHealth()
+	for _, e := range a.elections {
+		e.core.SetHealth(a.now(), h)
+	}
 }
 
 var _ localapi.MaintBackend = backend{}

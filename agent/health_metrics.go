@@ -48,11 +48,11 @@ func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
 		if a.health == nil {
 			return
 		}
-		rep = a.core.Status(a.now()).Health
+		rep = a.def().core.Status(a.now()).Health
 		checks = a.health.runner.Snapshot()
-		eligible = a.core.Candidacy().Eligible()
+		eligible = a.def().core.Candidacy().Eligible()
 		hooks = a.health.hooks.Stats()
-		transfers = a.core.Transfers()
+		transfers = a.def().core.Transfers()
 	})
 	if err != nil || rep == nil {
 		return

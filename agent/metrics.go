@@ -75,9 +75,9 @@ func (c metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	err := a.do(ctx, func() {
 		now := a.now()
-		snap.status = a.core.Status(now)
-		snap.stats = a.core.Stats()
-		snap.leaderPhi = a.core.LeaderPhi(now)
+		snap.status = a.def().core.Status(now)
+		snap.stats = a.def().core.Stats()
+		snap.leaderPhi = a.def().core.LeaderPhi(now)
 	})
 	if err != nil {
 		return // the loop has stopped: no election metrics to give

@@ -47,7 +47,7 @@ func TestObserversLearnTheLeaderByGossip(t *testing.T) {
 	for i := 3; i < 5; i++ {
 		var hb uint64
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		err := tc.agents[i].do(ctx, func() { hb = tc.agents[i].core.Stats().Received[protocols.MsgHeartbeat] })
+		err := tc.agents[i].do(ctx, func() { hb = tc.agents[i].def().core.Stats().Received[protocols.MsgHeartbeat] })
 		cancel()
 		if err != nil {
 			t.Fatal(err)

@@ -50,7 +50,7 @@ func (a *Agent) checkRejoin() {
 	}
 	in := core.RejoinInput{Now: now, Self: a.cfg.Node.Name, SelfAddr: a.gossipAddr,
 		Join: a.cfg.Gossip.Join, Snapshot: rj.SnapshotAddrs()}
-	in.Voters, in.Members = a.core.RejoinView(a.now())
+	in.Voters, in.Members = a.def().core.RejoinView(a.now())
 	p := g.plan.Plan(in)
 	g.due = p.Next
 	if len(p.Try) > 0 {

