@@ -87,7 +87,7 @@ type Agent struct {
 	// (agent/elections.go).
 	elections []*election
 	gossip    membership.Gossiper // nil when the cluster does not gossip
-	self    protocols.Member
+	self      protocols.Member
 	// gossipAddr and peerAddr are the addresses published to peers (empty
 	// when tests replace gossip or the transport).
 	gossipAddr, peerAddr string
@@ -133,13 +133,13 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 		lg = zap.NewNop()
 	}
 	a := &Agent{
-		cfg:        cfg,
-		log:        lg,
-		start:      time.Now(),
-		requests:   make(chan func()),
-		hub:        localapi.NewHub(watchBuffer),
-		loopDone:   make(chan struct{}),
-		killed:     make(chan struct{}),
+		cfg:      cfg,
+		log:      lg,
+		start:    time.Now(),
+		requests: make(chan func()),
+		hub:      localapi.NewHub(watchBuffer),
+		loopDone: make(chan struct{}),
+		killed:   make(chan struct{}),
 	}
 	defer func() {
 		if err != nil {
