@@ -23,26 +23,26 @@ import (
 type metricsCollector struct{ a *Agent }
 
 var (
-	descRole          = prometheus.NewDesc("conclave_role", "1 for this agent's current role, by role.", []string{"role"}, nil)
-	descEpoch         = prometheus.NewDesc("conclave_epoch", "The current epoch (fencing token).", nil, nil)
-	descIsLeader      = prometheus.NewDesc("conclave_is_leader", "1 while this agent leads (with a valid lease in majority).", nil, nil)
-	descHasLeader     = prometheus.NewDesc("conclave_has_leader", "1 while this agent knows a leader (itself or another).", nil, nil)
-	descLeaderChanges = prometheus.NewDesc("conclave_leader_changes_seen_total", "Leadership changes this agent observed.", nil, nil)
+	descRole          = prometheus.NewDesc("conclave_role", "1 for this agent's current role, by role.", []string{"election", "role"}, nil)
+	descEpoch         = prometheus.NewDesc("conclave_epoch", "The current epoch (fencing token).", []string{"election"}, nil)
+	descIsLeader      = prometheus.NewDesc("conclave_is_leader", "1 while this agent leads (with a valid lease in majority).", []string{"election"}, nil)
+	descHasLeader     = prometheus.NewDesc("conclave_has_leader", "1 while this agent knows a leader (itself or another).", []string{"election"}, nil)
+	descLeaderChanges = prometheus.NewDesc("conclave_leader_changes_seen_total", "Leadership changes this agent observed.", []string{"election"}, nil)
 	// The name before etcd's was adopted; it goes in the release after
 	// the one that deprecated it (CHANGELOG.md).
-	descLeaderChangesOld = prometheus.NewDesc("conclave_leader_changes_total", "Deprecated: use conclave_leader_changes_seen_total (same value); this name goes in the next release.", nil, nil)
-	descElectionsStarted = prometheus.NewDesc("conclave_elections_started_total", "Elections this agent took part in as a candidate.", nil, nil)
-	descElectionsWon     = prometheus.NewDesc("conclave_elections_won_total", "Elections this agent won.", nil, nil)
-	descSent             = prometheus.NewDesc("conclave_messages_sent_total", "Election messages handed to the transport, by kind.", []string{"kind"}, nil)
-	descReceived         = prometheus.NewDesc("conclave_messages_received_total", "Election messages received from members, by kind.", []string{"kind"}, nil)
-	descRefused          = prometheus.NewDesc("conclave_messages_refused_total", "Messages the protocol refused or that came from unknown nodes.", nil, nil)
-	descBeyondCeiling    = prometheus.NewDesc("conclave_messages_beyond_ceiling_total", "Messages refused because their term or epoch is beyond the ceiling (a buggy or hostile member); also counted in conclave_messages_refused_total.", nil, nil)
+	descLeaderChangesOld = prometheus.NewDesc("conclave_leader_changes_total", "Deprecated: use conclave_leader_changes_seen_total (same value); this name goes in the next release.", []string{"election"}, nil)
+	descElectionsStarted = prometheus.NewDesc("conclave_elections_started_total", "Elections this agent took part in as a candidate.", []string{"election"}, nil)
+	descElectionsWon     = prometheus.NewDesc("conclave_elections_won_total", "Elections this agent won.", []string{"election"}, nil)
+	descSent             = prometheus.NewDesc("conclave_messages_sent_total", "Election messages handed to the transport, by kind.", []string{"election", "kind"}, nil)
+	descReceived         = prometheus.NewDesc("conclave_messages_received_total", "Election messages received from members, by kind.", []string{"election", "kind"}, nil)
+	descRefused          = prometheus.NewDesc("conclave_messages_refused_total", "Messages the protocol refused or that came from unknown nodes.", []string{"election"}, nil)
+	descBeyondCeiling    = prometheus.NewDesc("conclave_messages_beyond_ceiling_total", "Messages refused because their term or epoch is beyond the ceiling (a buggy or hostile member); also counted in conclave_messages_refused_total.", []string{"election"}, nil)
 	descDropped          = prometheus.NewDesc("conclave_transport_dropped_total", "Messages or frames the transport dropped, by reason.", []string{"reason"}, nil)
-	descLeaderless       = prometheus.NewDesc("conclave_leaderless_seconds", "How long this agent's view went without a leader each time it lost one, until it knew the next: failover as this agent saw it.", nil, nil)
-	descLeaderPhi        = prometheus.NewDesc("conclave_leader_phi", "Phi of the current leader as seen by this agent (0 on the leader).", nil, nil)
-	descQuorumVoters     = prometheus.NewDesc("conclave_quorum_voters", "Configured voters (majority) or live members.", nil, nil)
-	descQuorumReachable  = prometheus.NewDesc("conclave_quorum_reachable", "Voters this agent hears, itself included.", nil, nil)
-	descQuorumHealthy    = prometheus.NewDesc("conclave_quorum_healthy", "1 while a majority of voters is reachable.", nil, nil)
+	descLeaderless       = prometheus.NewDesc("conclave_leaderless_seconds", "How long this agent's view went without a leader each time it lost one, until it knew the next: failover as this agent saw it.", []string{"election"}, nil)
+	descLeaderPhi        = prometheus.NewDesc("conclave_leader_phi", "Phi of the current leader as seen by this agent (0 on the leader).", []string{"election"}, nil)
+	descQuorumVoters     = prometheus.NewDesc("conclave_quorum_voters", "Configured voters (majority) or live members.", []string{"election"}, nil)
+	descQuorumReachable  = prometheus.NewDesc("conclave_quorum_reachable", "Voters this agent hears, itself included.", []string{"election"}, nil)
+	descQuorumHealthy    = prometheus.NewDesc("conclave_quorum_healthy", "1 while a majority of voters is reachable.", []string{"election"}, nil)
 	descMembers          = prometheus.NewDesc("conclave_members", "Live members known, this agent included.", nil, nil)
 	descAPIRefused       = prometheus.NewDesc("conclave_localapi_refused_total", "Socket connections and watch streams refused beyond api.max_connections and api.max_watchers, by what.", []string{"what"}, nil)
 	descAPIOpen          = prometheus.NewDesc("conclave_localapi_open", "Socket connections and watch streams open now, by what.", []string{"what"}, nil)
@@ -63,6 +63,7 @@ func (c metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 type metricsSnapshot struct {
+	election  string
 	status    api.Status
 	stats     core.Stats
 	leaderPhi float64
@@ -70,14 +71,14 @@ type metricsSnapshot struct {
 
 func (c metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	a := c.a
-	var snap metricsSnapshot
+	var snaps []metricsSnapshot
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	err := a.do(ctx, func() {
 		now := a.now()
-		snap.status = a.def().core.Status(now)
-		snap.stats = a.def().core.Stats()
-		snap.leaderPhi = a.def().core.LeaderPhi(now)
+		for _, e := range a.elections {
+			snaps = append(snaps, metricsSnapshot{election: e.name, status: e.core.Status(now), stats: e.core.Stats(), leaderPhi: e.core.LeaderPhi(now)})
+		}
 	})
 	if err != nil {
 		return // the loop has stopped: no election metrics to give
@@ -87,6 +88,41 @@ func (c metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	for _, snap := range snaps {
+		collectElection(ch, snap)
+	}
+	gauge(descMembers, float64(snaps[0].status.Members))
+	for reason, n := range a.tr.Stats().Dropped {
+		counter(descDropped, float64(n), reason)
+	}
+	counter(descHandshakeFailed, float64(transport.HandshakeFailures()))
+	counter(descGossipProblems, float64(membership.ProblemLines()))
+	counter(descAdmitFailed, float64(transport.AdmissionFailures()))
+	gauge(descKeyRefused, float64(len(a.keyRefused())))
+	if a.srv != nil {
+		for _, rc := range a.srv.RequestCounts() {
+			counter(descRequests, float64(rc.Count), rc.Path, strconv.Itoa(rc.Code))
+		}
+		for _, wc := range a.srv.WriteCounts() {
+			counter(descWrites, float64(wc.Count), wc.Path, wc.Outcome)
+		}
+		l := a.srv.Limits()
+		counter(descAPIRefused, float64(l.RefusedConnections), "connections")
+		counter(descAPIRefused, float64(l.RefusedWatchers), "watchers")
+		gauge(descAPIOpen, float64(l.Connections), "connections")
+		gauge(descAPIOpen, float64(l.Watchers), "watchers")
+	}
+}
+
+// collectElection sends one election's metrics, labelled with its name.
+func collectElection(ch chan<- prometheus.Metric, snap metricsSnapshot) {
+	el := snap.election
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{el}, labels...)...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, append([]string{el}, labels...)...)
 	}
 	for _, r := range []protocols.Role{protocols.Follower, protocols.Candidate, protocols.Leader, protocols.Observer} {
 		gauge(descRole, b2f(snap.status.Role == r.String()), r.String())
@@ -104,38 +140,17 @@ func (c metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(descRefused, float64(snap.stats.StepErrors))
 	counter(descBeyondCeiling, float64(snap.stats.BeyondCeiling))
-	for reason, n := range a.tr.Stats().Dropped {
-		counter(descDropped, float64(n), reason)
-	}
-	counter(descHandshakeFailed, float64(transport.HandshakeFailures()))
-	counter(descGossipProblems, float64(membership.ProblemLines()))
-	counter(descAdmitFailed, float64(transport.AdmissionFailures()))
-	gauge(descKeyRefused, float64(len(a.keyRefused())))
 	buckets := make(map[float64]uint64, len(core.LeaderlessBuckets))
 	var cum uint64
 	for i, le := range core.LeaderlessBuckets {
 		cum += snap.stats.Leaderless[i]
 		buckets[le.Seconds()] = cum
 	}
-	ch <- prometheus.MustNewConstHistogram(descLeaderless, snap.stats.LeaderlessCount, snap.stats.LeaderlessSum.Seconds(), buckets)
+	ch <- prometheus.MustNewConstHistogram(descLeaderless, snap.stats.LeaderlessCount, snap.stats.LeaderlessSum.Seconds(), buckets, el)
 	gauge(descLeaderPhi, min(snap.leaderPhi, api.MaxPhi))
 	gauge(descQuorumVoters, float64(snap.status.Quorum.Voters))
 	gauge(descQuorumReachable, float64(snap.status.Quorum.Reachable))
 	gauge(descQuorumHealthy, b2f(snap.status.Quorum.Healthy))
-	gauge(descMembers, float64(snap.status.Members))
-	if a.srv != nil {
-		for _, rc := range a.srv.RequestCounts() {
-			counter(descRequests, float64(rc.Count), rc.Path, strconv.Itoa(rc.Code))
-		}
-		for _, wc := range a.srv.WriteCounts() {
-			counter(descWrites, float64(wc.Count), wc.Path, wc.Outcome)
-		}
-		l := a.srv.Limits()
-		counter(descAPIRefused, float64(l.RefusedConnections), "connections")
-		counter(descAPIRefused, float64(l.RefusedWatchers), "watchers")
-		gauge(descAPIOpen, float64(l.Connections), "connections")
-		gauge(descAPIOpen, float64(l.Watchers), "watchers")
-	}
 }
 
 // warnBeyondCeiling warns, at most once a minute, of a message refused for

@@ -48,9 +48,9 @@ func TestMetricsOverTCP(t *testing.T) {
 		t.Fatalf("GET /metrics: %d %s", code, body)
 	}
 	for _, want := range []string{
-		"\nconclave_has_leader 1\n",
-		"\nconclave_is_leader 1\n",
-		"\nconclave_leader_changes_seen_total ",
+		"\nconclave_has_leader{election=\"default\"} 1\n",
+		"\nconclave_is_leader{election=\"default\"} 1\n",
+		"\nconclave_leader_changes_seen_total{election=\"default\"} ",
 		"# HELP conclave_leader_changes_total Deprecated: use conclave_leader_changes_seen_total",
 	} {
 		if !strings.Contains(body, want) {

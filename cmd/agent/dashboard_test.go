@@ -140,7 +140,7 @@ func TestDashboardMetricsExist(t *testing.T) {
 				exported[name] = help
 			}
 		}
-		return strings.Contains(string(body), "\nconclave_is_leader 1\n") && strings.Contains(string(body), `conclave_check_runs_total{check="ok",result="pass"}`)
+		return strings.Contains(string(body), "\nconclave_is_leader{election=\"default\"} 1\n") && strings.Contains(string(body), `conclave_check_runs_total{check="ok",result="pass"}`)
 	})
 
 	var used []string
