@@ -661,7 +661,10 @@ func (s *electionShell) FireHooks(t core.Transition) {
 	}
 }
 
-func (s *electionShell) Settle(cs []core.Confirmation, vs []core.VoterResult) {
+func (s *electionShell) Settle(cs []core.Confirmation, vs []core.VoterResult, ends []core.SessionEnd) {
+	for _, end := range ends {
+		s.e.endSession(end)
+	}
 	for _, c := range cs {
 		s.e.settleConfirm(c)
 	}

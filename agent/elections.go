@@ -38,6 +38,10 @@ type election struct {
 	// Loop-owned.
 	confirms   map[uint64][]chan error          // consistent reads by token
 	voterWaits map[uint64]chan core.VoterResult // voter changes by token
+	// sessions are the local processes' sessions the core holds open
+	// (core/session.go), by id: each channel hears once when the core
+	// ends its session.
+	sessions map[uint64]chan core.SessionEnd
 	// probes is what this election asked of the transport's probing
 	// (core.PeerChange.Probe) by member: a member is probed while any
 	// election asks for it.
@@ -77,6 +81,7 @@ func openElection(dataDir, name string) (*election, protocols.HardState, uint64,
 		confirms:   make(map[uint64][]chan error),
 		voterWaits: make(map[uint64]chan core.VoterResult),
 		probes:     make(map[protocols.ID]bool),
+		sessions:   make(map[uint64]chan core.SessionEnd),
 	}
 	return e, hs, observed, nil
 }
@@ -170,5 +175,14 @@ func (e *election) settleVoters(res core.VoterResult) {
 	if done, ok := e.voterWaits[res.Token]; ok {
 		done <- res
 		delete(e.voterWaits, res.Token)
+	}
+}
+
+// endSession tells the holder of a session the core ended (a missed
+// check-in) that it is over.
+func (e *election) endSession(end core.SessionEnd) {
+	if ch, ok := e.sessions[end.ID]; ok {
+		ch <- end
+		delete(e.sessions, end.ID)
 	}
 }

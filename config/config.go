@@ -168,6 +168,12 @@ type Election struct {
 	// higher rank must have been up and eligible before it takes over from
 	// a live leader. Default 5s.
 	PreemptDelay Duration `toml:"preempt_delay"`
+	// Candidacy is "always" (stand whenever healthy) or "session" (stand
+	// only while a local process holds a session: docs/elections.md).
+	Candidacy string `toml:"candidacy"`
+	// SessionTTL, when not zero, is how long a session lives without a
+	// check-in (candidacy = "session" only).
+	SessionTTL Duration `toml:"session_ttl"`
 }
 
 // API configures the local Unix-socket API.
@@ -239,6 +245,7 @@ func Default() Config {
 			Preempt:         true,
 			RingAlgorithm:   RingLCR,
 			PreemptDelay:    Duration(5 * time.Second),
+			Candidacy:       CandidacyAlways,
 		},
 		API: API{
 			SocketMode:     0o660,

@@ -38,7 +38,15 @@ type NamedElection struct {
 	Preempt         *bool     `toml:"preempt"`
 	RingAlgorithm   *string   `toml:"ring_algorithm"`
 	PreemptDelay    *Duration `toml:"preempt_delay"`
+	Candidacy       *string   `toml:"candidacy"`
+	SessionTTL      *Duration `toml:"session_ttl"`
 }
+
+// Candidacy modes (election.candidacy).
+const (
+	CandidacyAlways  = "always"
+	CandidacySession = "session"
+)
 
 // over returns base with the keys n sets replaced.
 func (n NamedElection) over(base Election) Election {
@@ -67,6 +75,12 @@ func (n NamedElection) over(base Election) Election {
 	}
 	if n.PreemptDelay != nil {
 		e.PreemptDelay = *n.PreemptDelay
+	}
+	if n.Candidacy != nil {
+		e.Candidacy = *n.Candidacy
+	}
+	if n.SessionTTL != nil {
+		e.SessionTTL = *n.SessionTTL
 	}
 	return e
 }
@@ -211,6 +225,12 @@ func merge(n, set NamedElection) NamedElection {
 	}
 	if set.PreemptDelay != nil {
 		n.PreemptDelay = set.PreemptDelay
+	}
+	if set.Candidacy != nil {
+		n.Candidacy = set.Candidacy
+	}
+	if set.SessionTTL != nil {
+		n.SessionTTL = set.SessionTTL
 	}
 	return n
 }

@@ -330,6 +330,20 @@ func (c *Config) validateElectionTable(ch *checker, table string, e Election) {
 		ch.add(table+".election_timeout", "%s is shorter than 3 × detector.heartbeat_interval (%s): one late heartbeat would start an election; raise it to at least %s or shorten the heartbeat",
 			e.ElectionTimeout, time.Duration(3*hb), time.Duration(3*hb))
 	}
+	switch e.Candidacy {
+	case CandidacyAlways:
+		if e.SessionTTL != 0 {
+			ch.add(table+".session_ttl", "is set but %s.candidacy is %q; set candidacy = %q, or remove session_ttl", table, e.Candidacy, CandidacySession)
+		}
+	case CandidacySession:
+		if e.SessionTTL < 0 {
+			ch.add(table+".session_ttl", "%s is negative; use \"0s\" for sessions without check-ins", e.SessionTTL)
+		} else if e.SessionTTL > 0 && e.SessionTTL < e.ElectionTimeout {
+			ch.add(table+".session_ttl", "%s is shorter than %s.election_timeout (%s): a holder would have to check in faster than the election can react; use at least %s", e.SessionTTL, table, e.ElectionTimeout, e.ElectionTimeout)
+		}
+	default:
+		ch.add(table+".candidacy", "%q is not one of %q, %q", e.Candidacy, CandidacyAlways, CandidacySession)
+	}
 	switch e.RingAlgorithm {
 	case RingLCR, RingHS, RingPeterson:
 	default:

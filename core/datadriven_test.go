@@ -100,11 +100,15 @@ type ddEnv struct {
 	// before named elections.
 	election string
 	old      []int
-	spec     core.ProtocolSpec // the settings every node shares
-	now      protocols.Time
-	nodes    []*ddNode // nodes[i] has id i+1
-	queue    []envelope
-	out      strings.Builder
+	// sessions: candidacy is held by sessions, which live sessionTTL
+	// without a check-in (0: for ever).
+	sessions   bool
+	sessionTTL time.Duration
+	spec       core.ProtocolSpec // the settings every node shares
+	now        protocols.Time
+	nodes      []*ddNode // nodes[i] has id i+1
+	queue      []envelope
+	out        strings.Builder
 }
 
 // ddNode is one agent: its core while it runs, and what survives a crash.
@@ -234,6 +238,21 @@ func (env *ddEnv) handle(t *testing.T, d *datadriven.TestData) string {
 		}
 	case "shutdown":
 		env.one(t, d).c.Shutdown(env.now)
+	case "open-session":
+		if sid, err := env.one(t, d).c.OpenSession(env.now); err != nil {
+			env.printf("error: %v\n", err)
+		} else {
+			env.printf("session %d\n", sid)
+		}
+	case "keep-session", "close-session":
+		n := env.one(t, d)
+		var sid uint64
+		d.ScanArgs(t, "session", &sid)
+		if d.Cmd == "close-session" {
+			n.c.CloseSession(env.now, sid)
+		} else if err := n.c.KeepSession(env.now, sid); err != nil {
+			env.printf("error: %v\n", err)
+		}
 	case "propose-voters":
 		n := env.one(t, d)
 		var c protocols.VoterChange
@@ -337,6 +356,8 @@ func (env *ddEnv) addNodes(t *testing.T, d *datadriven.TestData) {
 	d.MaybeScanArgs(t, "prevote", &prevote)
 	d.MaybeScanArgs(t, "preempt", &preempt)
 	d.MaybeScanArgs(t, "ring", &ringAlg)
+	d.MaybeScanArgs(t, "session-ttl", &env.sessionTTL)
+	env.sessions = d.HasArg("sessions")
 	d.MaybeScanArgs(t, "election", &env.election)
 	d.MaybeScanArgs(t, "old", &env.old)
 	if voters == nil {
@@ -374,6 +395,7 @@ func (env *ddEnv) start(n *ddNode) error {
 	spec.HardState = n.hs
 	spec.Now = env.now
 	spec.Rand = core.NewRand(uint64(n.id), n.starts)
+	spec.Candidacy.Ineligible = env.sessions
 	c, err := core.New(core.Config{
 		Name:     env.election,
 		Election: spec,
@@ -387,6 +409,7 @@ func (env *ddEnv) start(n *ddNode) error {
 		},
 		ObservedEpoch:  n.observed,
 		ConfirmTimeout: ddConfirmTimeout,
+		Session:        core.SessionPolicy{Required: env.sessions, TTL: env.sessionTTL},
 	})
 	if err != nil {
 		return fmt.Errorf("start %s: %w", n.name, err)
@@ -660,7 +683,10 @@ func (s ddShell) Publish(st api.Status) { s.printf("status %s", fmtStatus(st)) }
 // they are told are the status line's, printed just before.
 func (s ddShell) FireHooks(tr core.Transition) { s.printf("hooks on=%s", tr.On) }
 
-func (s ddShell) Settle(cs []core.Confirmation, vs []core.VoterResult) {
+func (s ddShell) Settle(cs []core.Confirmation, vs []core.VoterResult, ends []core.SessionEnd) {
+	for _, e := range ends {
+		s.printf("session %d ended (expired=%v)", e.ID, e.Expired)
+	}
 	for _, c := range cs {
 		if c.Err != nil {
 			s.printf("settle read %d: %v", c.Token, c.Err)

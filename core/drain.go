@@ -33,8 +33,9 @@ type Shell interface {
 	Publish(st api.Status)
 	// FireHooks runs the hooks configured for t.On.
 	FireHooks(t Transition)
-	// Settle answers consistent reads and voter changes.
-	Settle(cs []Confirmation, vs []VoterResult)
+	// Settle answers consistent reads and voter changes, and tells the
+	// holders of sessions the core ended.
+	Settle(cs []Confirmation, vs []VoterResult, ends []SessionEnd)
 }
 
 // maxDrainRounds bounds the Ready/Advance rounds of one Drain: each round
@@ -80,8 +81,8 @@ func Drain(n *Node, sh Shell) error {
 		if rd.Transition != nil {
 			sh.FireHooks(*rd.Transition)
 		}
-		if len(rd.Confirmations) > 0 || len(rd.VoterResults) > 0 {
-			sh.Settle(rd.Confirmations, rd.VoterResults)
+		if len(rd.Confirmations) > 0 || len(rd.VoterResults) > 0 || len(rd.SessionsEnded) > 0 {
+			sh.Settle(rd.Confirmations, rd.VoterResults, rd.SessionsEnded)
 		}
 		n.Advance(rd)
 	}

@@ -34,13 +34,15 @@ func (s *recShell) Send(msgs []protocols.Message) {
 	s.sent = append(s.sent, msgs...)
 	s.order = append(s.order, "send")
 }
-func (s *recShell) ApplyPeers([]PeerChange)              { s.order = append(s.order, "peers") }
-func (s *recShell) Gossip([]observe.Announcement)        { s.order = append(s.order, "gossip") }
-func (s *recShell) PublishDigest(string, string)         { s.order = append(s.order, "digest") }
-func (s *recShell) Publish(api.Status)                   { s.order = append(s.order, "status") }
-func (s *recShell) Settle([]Confirmation, []VoterResult) { s.order = append(s.order, "settle") }
-func (s *recShell) FireHooks(Transition)                 { s.order = append(s.order, "hooks") }
-func (s *recShell) index(step string) int                { return indexOf(s.order, step) }
+func (s *recShell) ApplyPeers([]PeerChange)       { s.order = append(s.order, "peers") }
+func (s *recShell) Gossip([]observe.Announcement) { s.order = append(s.order, "gossip") }
+func (s *recShell) PublishDigest(string, string)  { s.order = append(s.order, "digest") }
+func (s *recShell) Publish(api.Status)            { s.order = append(s.order, "status") }
+func (s *recShell) Settle([]Confirmation, []VoterResult, []SessionEnd) {
+	s.order = append(s.order, "settle")
+}
+func (s *recShell) FireHooks(Transition)  { s.order = append(s.order, "hooks") }
+func (s *recShell) index(step string) int { return indexOf(s.order, step) }
 func indexOf(xs []string, x string) int {
 	for i, v := range xs {
 		if v == x {

@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -95,5 +96,52 @@ func TestNamedElectionStampsMessages(t *testing.T) {
 func TestThisBuildRunsNamedElections(t *testing.T) {
 	if membership.ProtocolVersion < core.NamedElectionsVersion {
 		t.Fatalf("membership.ProtocolVersion %d < core.NamedElectionsVersion %d", membership.ProtocolVersion, core.NamedElectionsVersion)
+	}
+}
+
+// Under majority a session makes a voter eligible; an agent that is not
+// a voter can never lead, so its session is refused, naming the voters.
+// Without candidacy = "session" there are no sessions to open.
+func TestSessionsRefused(t *testing.T) {
+	mk := func(voters []string, required bool) *core.Node {
+		n, err := core.New(core.Config{
+			Election: core.ProtocolSpec{
+				Protocol: core.ProtocolMajority, Voters: voters, Self: protocols.Member{ID: 1, Name: "n1"},
+				ElectionTimeout: 200 * time.Millisecond, HeartbeatInterval: 50 * time.Millisecond,
+				Rand: core.NewRand(1, 1), MaxClockDrift: 0.01,
+			},
+			Detector: phi.DefaultConfig(),
+			Session:  core.SessionPolicy{Required: required},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if _, err := mk([]string{"n2", "n3"}, true).OpenSession(1); !errors.Is(err, core.ErrNotCandidate) || !strings.Contains(err.Error(), "n2") {
+		t.Errorf("session on a non-voter: %v, want ErrNotCandidate naming the voters", err)
+	}
+	if _, err := mk([]string{"n1"}, false).OpenSession(1); !errors.Is(err, core.ErrNoSessions) {
+		t.Errorf("session without candidacy = session: %v, want ErrNoSessions", err)
+	}
+	n := mk([]string{"n1"}, true)
+	n.SetHealth(1, core.Health{})
+	n.Tick(protocols.Time(time.Second))
+	if st := n.Status(protocols.Time(time.Second)); st.Leader != "" {
+		t.Fatalf("a single voter without a session leads: %+v", st)
+	}
+	if _, err := n.OpenSession(protocols.Time(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	now := protocols.Time(time.Second)
+	for range 40 {
+		now = now.Add(50 * time.Millisecond)
+		n.Tick(now)
+		for n.HasReady() {
+			n.Advance(n.Ready())
+		}
+	}
+	if st := n.Status(now); st.Leader != "n1" {
+		t.Fatalf("a single voter holding a session does not lead: %+v", st)
 	}
 }

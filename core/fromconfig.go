@@ -93,14 +93,19 @@ func ConfigFor(cfg config.Config, name string, st Start) (_ Config, ok bool) {
 		Logger:         st.Logger,
 		ObservedEpoch:  st.ObservedEpoch,
 		ConfirmTimeout: cfg.Election.ElectionTimeout.Std(),
+		Session: SessionPolicy{
+			Required: cfg.Election.Candidacy == config.CandidacySession,
+			TTL:      cfg.Election.SessionTTL.Std(),
+		},
 	}, true
 }
 
 // startCandidacy is the candidacy an agent starts with: ineligible while
-// in maintenance, and while it has checks that have not passed yet.
+// in maintenance, while it has checks that have not passed yet, and,
+// when sessions hold its candidacy, until a local process opens one.
 func startCandidacy(cfg config.Config, maintenance bool) protocols.Candidacy {
 	return protocols.Candidacy{
 		Priority:   uint8(cfg.Node.Priority),
-		Ineligible: maintenance || len(cfg.Checks) > 0,
+		Ineligible: maintenance || len(cfg.Checks) > 0 || cfg.Election.Candidacy == config.CandidacySession,
 	}
 }

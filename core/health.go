@@ -27,8 +27,10 @@ type Health struct {
 // configuration's and never changes at runtime.
 func (n *Node) candidacyOf(h Health) protocols.Candidacy {
 	return protocols.Candidacy{
-		// A node stopping stays out of the running (core/shutdown.go).
-		Ineligible: h.Maintenance || h.ChecksFailing || n.stop.asked,
+		// A node stopping stays out of the running (core/shutdown.go),
+		// and one whose candidacy sessions hold has none without one
+		// (core/session.go).
+		Ineligible: h.Maintenance || h.ChecksFailing || n.stop.asked || n.noSession(),
 		Priority:   n.cfg.Election.Candidacy.Priority,
 	}
 }
@@ -45,7 +47,14 @@ func (n *Node) SetHealth(now protocols.Time, h Health) {
 	defer n.settle(now)
 	n.health = h.Report
 	n.forcePublish = true
-	c := n.candidacyOf(h)
+	n.facts = h
+	n.applyCandidacy(now)
+}
+
+// applyCandidacy gives the protocol the candidacy the last health facts
+// and the sessions make, when it changed.
+func (n *Node) applyCandidacy(now protocols.Time) {
+	c := n.candidacyOf(n.facts)
 	if c == n.candidacy {
 		return
 	}

@@ -66,6 +66,9 @@ type Config struct {
 	// ConfirmTimeout bounds a consistent read's quorum round
 	// (ConfirmLeadership); zero means the election timeout.
 	ConfirmTimeout time.Duration
+	// Session makes this agent's candidacy held by local processes'
+	// sessions (core/session.go); zero: it stands whenever healthy.
+	Session SessionPolicy
 	// Unsafe plants deliberate policy bugs (simulator tests only).
 	Unsafe Unsafe
 }
@@ -188,6 +191,9 @@ type Ready struct {
 	Confirmations     []Confirmation
 	// VoterResults settle voter changes started by ProposeVoters.
 	VoterResults []VoterResult
+	// SessionsEnded are sessions the core ended (core/session.go): the
+	// shell tells their holders.
+	SessionsEnded []SessionEnd
 
 	proto     protocols.Ready
 	hasProto  bool
@@ -270,6 +276,7 @@ type Node struct {
 	// Health (core/health.go): the candidacy last given to the protocol,
 	// the shell's report, and the last leader meta decoded from gossip.
 	candidacy    protocols.Candidacy
+	facts        Health // the shell's last health facts (SetHealth)
 	health       *api.HealthReport
 	metaRaw      string
 	meta         api.Meta
@@ -282,6 +289,8 @@ type Node struct {
 
 	// stop is the shutdown handover's state (core/shutdown.go).
 	stop shutdownState
+	// sess are the local processes' sessions (core/session.go).
+	sess sessions
 
 	// probe is the probe scope last handed to the shell (core/probe.go).
 	probe probeScope
@@ -339,6 +348,11 @@ func New(cfg Config) (*Node, error) {
 		suspectAt: make(map[protocols.ID]protocols.Time),
 		refused:   make(map[string]membership.Member),
 		candidacy: spec.Candidacy,
+		// Ineligible at start for reasons the shell's first SetHealth
+		// names (checks not run yet, maintenance).
+		// A session-held candidacy starts ineligible for want of a
+		// session, which is not a health fact.
+		facts: Health{ChecksFailing: spec.Candidacy.Ineligible && !cfg.Session.Required},
 	}
 	n.stats.Sent = make(map[protocols.MessageKind]uint64)
 	n.stats.Received = make(map[protocols.MessageKind]uint64)
@@ -352,6 +366,7 @@ func New(cfg Config) (*Node, error) {
 func (n *Node) Tick(now protocols.Time) {
 	n.proto.Tick(now)
 	n.checkDetectors(now)
+	n.expireSessions(now)
 	n.settle(now)
 }
 
@@ -395,7 +410,7 @@ func (n *Node) Resign(now protocols.Time) error {
 
 // HasReady reports whether Ready has anything to hand out.
 func (n *Node) HasReady() bool {
-	return n.proto.HasReady() || len(n.peers) > 0 || len(n.announce) > 0 || n.pending != nil || n.hook != nil || len(n.settled) > 0 || len(n.voterDone) > 0 ||
+	return n.proto.HasReady() || len(n.peers) > 0 || len(n.announce) > 0 || n.pending != nil || n.hook != nil || len(n.settled) > 0 || len(n.voterDone) > 0 || len(n.sess.ended) > 0 ||
 		!n.vt.published || n.obs.persist != 0
 }
 
@@ -433,6 +448,7 @@ func (n *Node) Ready() Ready {
 	rd.Transition = n.hook
 	rd.Confirmations = n.settled
 	rd.VoterResults = n.voterDone
+	rd.SessionsEnded = n.sess.ended
 	if !n.vt.published {
 		rd.Digest, rd.DigestExt, rd.digestOut = n.vt.digest, n.vt.digestExt, true
 	}
@@ -466,6 +482,7 @@ func (n *Node) Advance(rd Ready) {
 	}
 	n.settled = dropFront(n.settled, len(rd.Confirmations))
 	n.voterDone = dropFront(n.voterDone, len(rd.VoterResults))
+	n.sess.ended = dropFront(n.sess.ended, len(rd.SessionsEnded))
 	if rd.digestOut && rd.Digest == n.vt.digest && rd.DigestExt == n.vt.digestExt {
 		n.vt.published = true
 	}
@@ -522,6 +539,9 @@ func (n *Node) NextWake(now protocols.Time, limit time.Duration) (protocols.Time
 		next = t
 	}
 	if t, ok := n.shutdownDeadline(); ok && t < next {
+		next = t
+	}
+	if t, ok := n.sessionDeadline(); ok && t < next {
 		next = t
 	}
 	return next, true

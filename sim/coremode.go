@@ -348,7 +348,7 @@ func (s coreShell) Publish(st api.Status) {
 }
 
 // Settle has no reader: the simulator starts no consistent reads.
-func (s coreShell) Settle([]core.Confirmation, []core.VoterResult) {}
+func (s coreShell) Settle([]core.Confirmation, []core.VoterResult, []core.SessionEnd) {}
 
 // FireHooks: the simulated nodes run no hooks.
 func (s coreShell) FireHooks(core.Transition) {}
