@@ -257,6 +257,11 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 		if e.core, err = core.New(a.coreConfig(e.name, states[i].hs, states[i].observed, peerAddr)); err != nil {
 			return nil, fmt.Errorf("agent: election %s: %w", e.name, err)
 		}
+		if el, _ := cfg.ElectionFor(e.name); el.Group != "" {
+			if anchor := cfg.GroupAnchor(el.Group); anchor != e.name {
+				e.anchor = a.electionNamed(anchor)
+			}
+		}
 	}
 	a.serveVoterForwards()
 
@@ -565,6 +570,7 @@ func (a *Agent) closeAll() {
 // election to one peer leave together, in one frame. A failed persist
 // stops the agent.
 func (a *Agent) handleReady() error {
+	a.followGroups()
 	for _, e := range a.elections {
 		if err := core.Drain(e.core, &electionShell{a: a, e: e}); err != nil {
 			// Sending now could break a promise a vote made, and

@@ -38,6 +38,9 @@ type election struct {
 	// Loop-owned.
 	confirms   map[uint64][]chan error          // consistent reads by token
 	voterWaits map[uint64]chan core.VoterResult // voter changes by token
+	// anchor is the anchor election of the fate-sharing group this one
+	// follows, nil for none (config.Config.GroupAnchor).
+	anchor *election
 	// sessions are the local processes' sessions the core holds open
 	// (core/session.go), by id: each channel hears once when the core
 	// ends its session.
@@ -184,5 +187,18 @@ func (e *election) endSession(end core.SessionEnd) {
 	if ch, ok := e.sessions[end.ID]; ok {
 		ch <- end
 		delete(e.sessions, end.ID)
+	}
+}
+
+// followGroups tells each election that follows a fate-sharing group
+// whether this agent leads the group's anchor now; the core decides what
+// follows (core/group.go). Before every Ready, so that a follower hands
+// over in the same iteration as the anchor's leadership moves.
+func (a *Agent) followGroups() {
+	now := a.now()
+	for _, e := range a.elections {
+		if e.anchor != nil {
+			e.core.SetGroupLead(now, e.anchor.core.Leads(now))
+		}
 	}
 }

@@ -174,6 +174,10 @@ type Election struct {
 	// SessionTTL, when not zero, is how long a session lives without a
 	// check-in (candidacy = "session" only).
 	SessionTTL Duration `toml:"session_ttl"`
+	// Group names a fate-sharing group: the elections of one group are
+	// led by the same agent and fail over together (docs/elections.md).
+	// "" for none.
+	Group string `toml:"group"`
 }
 
 // API configures the local Unix-socket API.

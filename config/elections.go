@@ -40,6 +40,7 @@ type NamedElection struct {
 	PreemptDelay    *Duration `toml:"preempt_delay"`
 	Candidacy       *string   `toml:"candidacy"`
 	SessionTTL      *Duration `toml:"session_ttl"`
+	Group           *string   `toml:"group"`
 }
 
 // Candidacy modes (election.candidacy).
@@ -81,6 +82,9 @@ func (n NamedElection) over(base Election) Election {
 	}
 	if n.SessionTTL != nil {
 		e.SessionTTL = *n.SessionTTL
+	}
+	if n.Group != nil {
+		e.Group = *n.Group
 	}
 	return e
 }
@@ -232,5 +236,25 @@ func merge(n, set NamedElection) NamedElection {
 	if set.SessionTTL != nil {
 		n.SessionTTL = set.SessionTTL
 	}
+	if set.Group != nil {
+		n.Group = set.Group
+	}
 	return n
+}
+
+// GroupAnchor returns the election that leads the fate-sharing group
+// called group: the first of its elections in ElectionNames' order (the
+// default election first, then by name). The others follow it: an agent
+// stands in them only while it leads the anchor. "" when no election is
+// in the group.
+func (c *Config) GroupAnchor(group string) string {
+	if group == "" {
+		return ""
+	}
+	for _, name := range c.ElectionNames() {
+		if e, _ := c.ElectionFor(name); e.Group == group {
+			return name
+		}
+	}
+	return ""
 }

@@ -105,6 +105,7 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	str("election.ring_algorithm", "ring: lcr, hs or peterson", func(c *Config) *string { return &c.Election.RingAlgorithm })
 	str("election.candidacy", "always, or session: stand only while a local process holds a session", func(c *Config) *string { return &c.Election.Candidacy })
 	dur("election.session_ttl", "with candidacy = session: how long a session lives without a check-in (0: no check-in)", func(c *Config) *Duration { return &c.Election.SessionTTL })
+	str("election.group", "fate-sharing group: its elections are led by one agent and fail over together", func(c *Config) *string { return &c.Election.Group })
 	dur("election.preempt_delay", "how long a node of higher priority must be stable before it takes over", func(c *Config) *Duration { return &c.Election.PreemptDelay })
 
 	elections := &fieldFlag{flags: f, key: "elections", parse: func(s string) (func(*Config), error) {

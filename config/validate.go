@@ -344,6 +344,11 @@ func (c *Config) validateElectionTable(ch *checker, table string, e Election) {
 	default:
 		ch.add(table+".candidacy", "%q is not one of %q, %q", e.Candidacy, CandidacyAlways, CandidacySession)
 	}
+	if e.Group != "" {
+		if p := ElectionNameProblem(e.Group); p != "" {
+			ch.add(table+".group", "the group name %q %s", e.Group, p)
+		}
+	}
 	switch e.RingAlgorithm {
 	case RingLCR, RingHS, RingPeterson:
 	default:

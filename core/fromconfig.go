@@ -60,6 +60,7 @@ func ConfigFor(cfg config.Config, name string, st Start) (_ Config, ok bool) {
 		return Config{}, false
 	}
 	cfg.Election = el
+	follows := el.Group != "" && cfg.GroupAnchor(el.Group) != name
 	self := protocols.Member{
 		ID:   protocols.ID(cfg.Node.ID),
 		Name: cfg.Node.Name,
@@ -81,7 +82,7 @@ func ConfigFor(cfg config.Config, name string, st Start) (_ Config, ok bool) {
 			Now:               st.Now,
 			Rand:              st.Rand,
 			Logger:            st.ProtocolLogger,
-			Candidacy:         startCandidacy(cfg, st.Maintenance),
+			Candidacy:         startCandidacy(cfg, st.Maintenance, follows),
 			PreemptDelay:      cfg.Election.PreemptDelay.Std(),
 		},
 		Detector:       cfg.Detector.PhiConfig(),
@@ -97,15 +98,17 @@ func ConfigFor(cfg config.Config, name string, st Start) (_ Config, ok bool) {
 			Required: cfg.Election.Candidacy == config.CandidacySession,
 			TTL:      cfg.Election.SessionTTL.Std(),
 		},
+		FollowsGroup: follows,
 	}, true
 }
 
 // startCandidacy is the candidacy an agent starts with: ineligible while
 // in maintenance, while it has checks that have not passed yet, and,
-// when sessions hold its candidacy, until a local process opens one.
-func startCandidacy(cfg config.Config, maintenance bool) protocols.Candidacy {
+// when sessions hold its candidacy, until a local process opens one, and
+// in an election that follows a group, until it leads the anchor.
+func startCandidacy(cfg config.Config, maintenance, followsGroup bool) protocols.Candidacy {
 	return protocols.Candidacy{
 		Priority:   uint8(cfg.Node.Priority),
-		Ineligible: maintenance || len(cfg.Checks) > 0 || cfg.Election.Candidacy == config.CandidacySession,
+		Ineligible: maintenance || len(cfg.Checks) > 0 || cfg.Election.Candidacy == config.CandidacySession || followsGroup,
 	}
 }

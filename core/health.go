@@ -28,9 +28,10 @@ type Health struct {
 func (n *Node) candidacyOf(h Health) protocols.Candidacy {
 	return protocols.Candidacy{
 		// A node stopping stays out of the running (core/shutdown.go),
-		// and one whose candidacy sessions hold has none without one
-		// (core/session.go).
-		Ineligible: h.Maintenance || h.ChecksFailing || n.stop.asked || n.noSession(),
+		// one whose candidacy sessions hold has none without one
+		// (core/session.go), and one that follows a group has none
+		// unless it leads the group's anchor (core/group.go).
+		Ineligible: h.Maintenance || h.ChecksFailing || n.stop.asked || n.noSession() || n.outOfGroup(),
 		Priority:   n.cfg.Election.Candidacy.Priority,
 	}
 }

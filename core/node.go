@@ -69,6 +69,10 @@ type Config struct {
 	// Session makes this agent's candidacy held by local processes'
 	// sessions (core/session.go); zero: it stands whenever healthy.
 	Session SessionPolicy
+	// FollowsGroup: this election follows its fate-sharing group's
+	// anchor, and this agent stands in it only while it leads the anchor
+	// (core/group.go, SetGroupLead).
+	FollowsGroup bool
 	// Unsafe plants deliberate policy bugs (simulator tests only).
 	Unsafe Unsafe
 }
@@ -291,6 +295,9 @@ type Node struct {
 	stop shutdownState
 	// sess are the local processes' sessions (core/session.go).
 	sess sessions
+	// groupLead: this agent leads the anchor of the group this election
+	// follows (core/group.go).
+	groupLead bool
 
 	// probe is the probe scope last handed to the shell (core/probe.go).
 	probe probeScope
@@ -352,7 +359,7 @@ func New(cfg Config) (*Node, error) {
 		// names (checks not run yet, maintenance).
 		// A session-held candidacy starts ineligible for want of a
 		// session, which is not a health fact.
-		facts: Health{ChecksFailing: spec.Candidacy.Ineligible && !cfg.Session.Required},
+		facts: Health{ChecksFailing: spec.Candidacy.Ineligible && !cfg.Session.Required && !cfg.FollowsGroup},
 	}
 	n.stats.Sent = make(map[protocols.MessageKind]uint64)
 	n.stats.Received = make(map[protocols.MessageKind]uint64)
