@@ -416,11 +416,12 @@ func TestBlockingLeaderPerElection(t *testing.T) {
 func TestHubElectionsAreSeparate(t *testing.T) {
 	h := NewHub(4)
 	defer h.Close()
-	dbWake, _ := h.wakeup("db")
 	db := h.SubscribeTo("db")
 	defer db.Close()
 	def := h.Subscribe()
 	defer def.Close()
+	// Both topics exist now: a new one wakes every waiter once.
+	dbWake, _ := h.wakeup("db")
 	h.Publish(statusEpoch(1))
 	select {
 	case <-dbWake:
@@ -479,5 +480,56 @@ func TestElectionContext(t *testing.T) {
 	}
 	if !errors.Is(fmt.Errorf("status: %w", ErrNoElection), ErrNoElection) {
 		t.Error("wrapped ErrNoElection not recognised")
+	}
+}
+
+// TestHubMakesNoTopicForAName: asking about an election, known or not,
+// leaves nothing behind, so a caller trying names cannot grow the hub; a
+// query waiting on an election without a status yet wakes at its first.
+func TestHubMakesNoTopicForAName(t *testing.T) {
+	ts, _ := startElectionsServer(t, api.DefaultElection, "db")
+	topics := func() int {
+		ts.hub.mu.Lock()
+		defer ts.hub.mu.Unlock()
+		return len(ts.hub.topics)
+	}
+	for i := range 20 {
+		name := fmt.Sprintf("x%d", i)
+		ts.expectError(t, http.MethodGet, api.ElectionPath(name, api.PathLeader)+"?index=1&wait=1m", http.StatusNotFound)
+		ts.expectError(t, http.MethodGet, api.ElectionPath(name, api.PathWatch), http.StatusNotFound)
+	}
+	if n := topics(); n != 0 {
+		t.Errorf("%d topics after asking about elections never published, want 0", n)
+	}
+
+	h := NewHub(0)
+	defer h.Close()
+	waiting, _ := h.wakeup("db")
+	w := h.SubscribeTo("cron")
+	select {
+	case <-waiting:
+	default:
+		t.Fatal("a new topic did not wake queries waiting for one")
+	}
+	waiting, _ = h.wakeup("db")
+	h.PublishTo("db", api.Status{Election: "db", Epoch: 1})
+	select {
+	case <-waiting:
+	default:
+		t.Fatal("db's first status did not wake its waiting query")
+	}
+	cronWait, _ := h.wakeup("cron")
+	w.Close()
+	select {
+	case <-cronWait:
+	default:
+		t.Error("forgetting cron's empty topic did not wake its waiting query")
+	}
+	h.mu.Lock()
+	_, cron := h.topics["cron"]
+	_, db := h.topics["db"]
+	h.mu.Unlock()
+	if cron || !db {
+		t.Errorf("topics: cron %v, db %v; want db's alone (cron has no status and no watcher)", cron, db)
 	}
 }

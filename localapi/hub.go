@@ -35,6 +35,11 @@ type Hub struct {
 
 	mu     sync.Mutex
 	topics map[string]*topic // by election name
+	// unborn is closed and replaced whenever a topic is made: a blocking
+	// query of an election without a topic yet waits on it, so asking
+	// about a name never makes a topic (a caller trying names could
+	// otherwise grow the map without bound).
+	unborn chan struct{}
 	closed bool
 }
 
@@ -52,20 +57,32 @@ func NewHub(bufSize int) *Hub {
 	if bufSize <= 0 {
 		bufSize = DefaultWatchBuffer
 	}
-	return &Hub{bufSize: bufSize, topics: make(map[string]*topic)}
+	return &Hub{bufSize: bufSize, topics: make(map[string]*topic), unborn: make(chan struct{})}
 }
 
 // topicLocked returns election's topic, made on first use. h.mu is held.
+// Topics live while their election has a published status or a watcher.
 func (h *Hub) topicLocked(election string) *topic {
-	if election == "" {
-		election = api.DefaultElection
-	}
+	election = orDefault(election)
 	t, ok := h.topics[election]
 	if !ok {
 		t = &topic{changed: make(chan struct{}), watchers: make(map[*Subscription]struct{})}
 		h.topics[election] = t
+		close(h.unborn)
+		h.unborn = make(chan struct{})
 	}
 	return t
+}
+
+// forgetLocked removes t, election's topic, when it holds nothing: no
+// status and no watcher. Its blocking queries wake and find the next.
+func (h *Hub) forgetLocked(election string, t *topic) {
+	if t.have || len(t.watchers) > 0 || h.topics[election] != t {
+		return
+	}
+	delete(h.topics, election)
+	close(t.changed)
+	t.changed = make(chan struct{})
 }
 
 // Publish is PublishTo(api.DefaultElection, s).
@@ -122,8 +139,10 @@ func (h *Hub) wakeup(election string) (changed <-chan struct{}, closed bool) {
 		close(c)
 		return c, true
 	}
-	t := h.topicLocked(election)
-	return t.changed, false
+	if t, ok := h.topics[orDefault(election)]; ok {
+		return t.changed, false
+	}
+	return h.unborn, false
 }
 
 // Subscribe is SubscribeTo(api.DefaultElection).
@@ -145,7 +164,7 @@ func (h *Hub) SubscribeTo(election string) *Subscription {
 		return w
 	}
 	t := h.topicLocked(election)
-	w.topic = t
+	w.topic, w.election = t, orDefault(election)
 	if t.have {
 		w.ch <- t.cur // cannot block: the channel is new and has room
 	}
@@ -181,6 +200,8 @@ func (h *Hub) Close() {
 		return
 	}
 	h.closed = true
+	close(h.unborn)
+	h.unborn = make(chan struct{})
 	for _, t := range h.topics {
 		close(t.changed)
 		t.changed = make(chan struct{})
@@ -217,10 +238,11 @@ func orDefault(election string) string {
 
 // Subscription is one watcher of one election of a Hub.
 type Subscription struct {
-	hub   *Hub
-	topic *topic // nil when the hub was closed at subscription
-	ch    chan api.Status
-	err   error // guarded by hub.mu; set before ch is closed
+	hub      *Hub
+	topic    *topic // nil when the hub was closed at subscription
+	election string
+	ch       chan api.Status
+	err      error // guarded by hub.mu; set before ch is closed
 }
 
 // C yields the current status, then every change. It is closed when the
@@ -248,5 +270,6 @@ func (w *Subscription) Close() {
 	if _, ok := w.topic.watchers[w]; ok {
 		delete(w.topic.watchers, w)
 		close(w.ch)
+		h.forgetLocked(w.election, w.topic)
 	}
 }

@@ -22,6 +22,14 @@ import (
 // tests use a fake. Methods are called from request goroutines, concurrently;
 // each must honour ctx and return promptly (the server bounds every call
 // with Options.RequestTimeout).
+//
+// Status and Resign, like MaintBackend.SetMaint and VoterBackend's
+// methods, act on one election: the one ElectionFrom(ctx) names
+// (api.DefaultElection for the unprefixed paths). For an election the
+// agent does not run they return an error wrapping ErrNoElection. A
+// backend that runs named elections implements ElectionsBackend too;
+// without it the server asks about the default election only. Members and
+// Health are the agent's, whatever the election.
 type Backend interface {
 	// Status returns the agent's status now. With consistent, the agent
 	// first confirms its leadership with a quorum; a protocol that cannot
@@ -61,7 +69,8 @@ const (
 type Options struct {
 	// Backend answers the requests. Required.
 	Backend Backend
-	// Hub feeds /v1/watch and wakes blocking /v1/leader queries. Required.
+	// Hub feeds /v1/watch and wakes blocking /v1/leader queries, per
+	// election (Hub.PublishTo). Required.
 	Hub *Hub
 	// Metrics serves /metrics (e.g. promhttp.Handler()); nil → 404.
 	Metrics http.Handler
