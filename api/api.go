@@ -101,8 +101,12 @@ const (
 	StateLeft    = "left"
 )
 
-// Status is this agent's view of the election at one instant.
+// Status is this agent's view of one election at one instant.
 type Status struct {
+	// Election names the election this status is of (DefaultElection for
+	// the unprefixed paths); absent from agents before named elections,
+	// which ran only DefaultElection.
+	Election string `json:"election,omitempty"`
 	// Node is this agent's name.
 	Node string `json:"node"`
 	// ID is this agent's numeric id.

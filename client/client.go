@@ -5,6 +5,10 @@
 // The zero Client works: it talks to api.DefaultSocketPath() ($CONCLAVE_SOCKET
 // or "data/n1/agent.sock"). Methods are safe for concurrent use.
 //
+// A Client acts on the agent's default election; Client.Election returns
+// one that acts on a named election instead, and Client.Elections lists
+// the elections the agent runs.
+//
 // This package must import nothing but package api and the standard
 // library — every local process links it — and must never cache leadership:
 // each answer is the agent's at the time of asking, and a process that acts
@@ -23,6 +27,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,6 +44,10 @@ const (
 // ErrNotLeader matches (errors.Is) the *Error of a 409 answer: Resign on a
 // node that does not lead.
 var ErrNotLeader = errors.New("not the leader")
+
+// ErrNoElection matches (errors.Is) the *Error of a 404 for an election
+// the agent does not run; Elections lists those it does.
+var ErrNoElection = errors.New("no such election")
 
 // ErrWatchEnded is wrapped by Watcher.Next when the agent ends the stream
 // (the watcher lagged, or the agent is stopping). Watch again to resume.
@@ -94,9 +103,17 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("agent %s: %d %s: %s", e.Path, e.StatusCode, http.StatusText(e.StatusCode), e.Message)
 }
 
-// Is makes errors.Is(err, ErrNotLeader) true for a 409.
+// Is makes errors.Is(err, ErrNotLeader) true for a 409, and
+// errors.Is(err, ErrNoElection) for the 404 of an election the agent does
+// not run.
 func (e *Error) Is(target error) bool {
-	return target == ErrNotLeader && e.StatusCode == http.StatusConflict
+	switch target {
+	case ErrNotLeader:
+		return e.StatusCode == http.StatusConflict
+	case ErrNoElection:
+		return e.StatusCode == http.StatusNotFound && strings.HasPrefix(e.Message, "no election ")
+	}
+	return false
 }
 
 // Client talks to one agent over its Unix socket. Do not copy a Client
@@ -106,9 +123,67 @@ type Client struct {
 	// read at first use.
 	SocketPath string
 
+	// election is the election the per-election methods act on; "" is
+	// api.DefaultElection.
+	election string
+
 	once   sync.Once
 	socket string
 	hc     *http.Client
+}
+
+// Election returns a Client for the same agent whose methods act on the
+// election called name: Status, ConsistentStatus, Leader, Watch, Resign,
+// Maint, Voters, AddVoter and RemoveVoter. Members, Health, Keys and
+// ChangeKeys are the agent's and answer the same for every election. It
+// shares c's connections, so it costs nothing to make per call. A name
+// that is not valid (api.CheckElectionName) makes those methods fail
+// without asking the agent; one the agent does not run fails with an
+// *Error of status 404 (ErrNoElection).
+func (c *Client) Election(name string) *Client {
+	c.init()
+	e := &Client{SocketPath: c.socket, election: name, socket: c.socket, hc: c.hc}
+	e.once.Do(func() {}) // socket and hc are c's
+	return e
+}
+
+// ElectionName returns the name of the election c acts on.
+func (c *Client) ElectionName() string {
+	if c.election == "" {
+		return api.DefaultElection
+	}
+	return c.election
+}
+
+// path returns the path of c's election for p, one of api.ElectionPaths.
+// The default election keeps the unprefixed path, which agents from
+// before named elections answer too.
+func (c *Client) path(p string) (string, error) {
+	if c.election == "" {
+		return p, nil
+	}
+	if err := api.CheckElectionName(c.election); err != nil {
+		return "", fmt.Errorf("agent %s: %w", api.ElectionPath(c.election, p), err)
+	}
+	return api.ElectionPath(c.election, p), nil
+}
+
+// Elections returns the status of every election the agent runs, sorted
+// by name (api.PathElections). An agent from before named elections runs
+// only the default one: its status is returned as the one election.
+func (c *Client) Elections(ctx context.Context) ([]api.Election, error) {
+	var list []api.Election
+	err := c.getJSON(ctx, api.PathElections, nil, &list)
+	var ae *Error
+	if errors.As(err, &ae) && ae.StatusCode == http.StatusNotFound && strings.Contains(ae.Message, "no such endpoint") {
+		st, serr := c.Election(api.DefaultElection).Status(ctx)
+		if serr != nil {
+			return nil, serr
+		}
+		st.Election = api.DefaultElection
+		return []api.Election{{Status: st}}, nil
+	}
+	return list, err
 }
 
 // New returns a Client for the socket at socketPath (empty: the default).
@@ -154,7 +229,11 @@ func (c *Client) Close() {
 // Status returns the agent's status.
 func (c *Client) Status(ctx context.Context) (api.Status, error) {
 	var st api.Status
-	err := c.getJSON(ctx, api.PathStatus, nil, &st)
+	p, err := c.path(api.PathStatus)
+	if err != nil {
+		return st, err
+	}
+	err = c.getJSON(ctx, p, nil, &st)
 	return st, err
 }
 
@@ -162,7 +241,11 @@ func (c *Client) Status(ctx context.Context) (api.Status, error) {
 // leadership with a quorum (majority only; other protocols answer 400).
 func (c *Client) ConsistentStatus(ctx context.Context) (api.Status, error) {
 	var st api.Status
-	err := c.getJSON(ctx, api.PathStatus, url.Values{api.ParamConsistent: {"true"}}, &st)
+	p, err := c.path(api.PathStatus)
+	if err != nil {
+		return st, err
+	}
+	err = c.getJSON(ctx, p, url.Values{api.ParamConsistent: {"true"}}, &st)
 	return st, err
 }
 
@@ -179,7 +262,11 @@ func (c *Client) Leader(ctx context.Context, index uint64, wait time.Duration) (
 		}
 	}
 	var l api.Leader
-	err := c.getJSON(ctx, api.PathLeader, q, &l)
+	p, err := c.path(api.PathLeader)
+	if err != nil {
+		return l, err
+	}
+	err = c.getJSON(ctx, p, q, &l)
 	return l, err
 }
 
@@ -194,7 +281,11 @@ func (c *Client) Members(ctx context.Context) ([]api.Member, error) {
 // matching ErrNotLeader when the agent does not lead.
 func (c *Client) Resign(ctx context.Context) error {
 	var r api.Resigned
-	return c.do(ctx, http.MethodPost, api.PathResign, nil, &r)
+	p, err := c.path(api.PathResign)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, http.MethodPost, p, nil, &r)
 }
 
 // Health returns nil while the agent runs its event loop.
@@ -270,8 +361,12 @@ type Watcher struct {
 // then every change. Call Next in a loop and Close when done. Cancelling
 // ctx ends the stream.
 func (c *Client) Watch(ctx context.Context) (*Watcher, error) {
+	p, err := c.path(api.PathWatch)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
-	resp, err := c.send(ctx, http.MethodGet, api.PathWatch, nil)
+	resp, err := c.send(ctx, http.MethodGet, p, nil)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -280,11 +375,11 @@ func (c *Client) Watch(ctx context.Context) (*Watcher, error) {
 		defer cancel()
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
-		return nil, answerError(api.PathWatch, resp.StatusCode, body)
+		return nil, answerError(p, resp.StatusCode, body)
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 4096), maxWatchLine)
-	return &Watcher{path: api.PathWatch, body: resp.Body, sc: sc, cancel: cancel, ctx: ctx}, nil
+	return &Watcher{path: p, body: resp.Body, sc: sc, cancel: cancel, ctx: ctx}, nil
 }
 
 // Next blocks until the next status. It returns an error wrapping

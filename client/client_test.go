@@ -81,7 +81,7 @@ type agent struct {
 }
 
 func status(epoch uint64, role, leader string) api.Status {
-	return api.Status{Node: "n1", ID: 1, Protocol: "majority", Role: role, Leader: leader, Epoch: epoch, Members: 3,
+	return api.Status{Election: api.DefaultElection, Node: "n1", ID: 1, Protocol: "majority", Role: role, Leader: leader, Epoch: epoch, Members: 3,
 		Quorum: api.Quorum{Voters: 3, Reachable: 3, Healthy: true}}
 }
 

@@ -17,6 +17,10 @@ func (c *Client) Maint(ctx context.Context, on bool, reason string) (api.MaintRe
 		q.Set(api.ParamReason, reason)
 	}
 	var res api.MaintResult
-	err := c.do(ctx, http.MethodPost, api.PathMaint, q, &res)
+	p, err := c.path(api.PathMaint)
+	if err != nil {
+		return res, err
+	}
+	err = c.do(ctx, http.MethodPost, p, q, &res)
 	return res, err
 }

@@ -16,7 +16,11 @@ import (
 // committed set and its index, and a pending change if there is one.
 func (c *Client) Voters(ctx context.Context) (api.Voters, error) {
 	var v api.Voters
-	err := c.getJSON(ctx, api.PathVoters, nil, &v)
+	p, err := c.path(api.PathVoters)
+	if err != nil {
+		return v, err
+	}
+	err = c.getJSON(ctx, p, nil, &v)
 	return v, err
 }
 
@@ -34,11 +38,15 @@ func (c *Client) RemoveVoter(ctx context.Context, name string) (api.Voters, erro
 
 func (c *Client) changeVoters(ctx context.Context, ch api.VoterChange) (api.Voters, error) {
 	var v api.Voters
+	p, err := c.path(api.PathVoters)
+	if err != nil {
+		return v, err
+	}
 	body, err := json.Marshal(ch)
 	if err != nil {
-		return v, fmt.Errorf("agent %s: %w", api.PathVoters, err)
+		return v, fmt.Errorf("agent %s: %w", p, err)
 	}
-	err = c.postJSON(ctx, api.PathVoters, body, &v)
+	err = c.postJSON(ctx, p, body, &v)
 	return v, err
 }
 

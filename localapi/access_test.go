@@ -33,6 +33,8 @@ var accessRequests = []struct{ method, path, body string }{
 	{"POST", api.PathMaint + "?enable=true&reason=test", ""},
 	{"POST", api.PathVoters, `{"add":"n9"}`},
 	{"GET", api.PathKeys, ""}, // it shows the keys: writers only
+	// A write under an election's path is a write like the unprefixed one.
+	{"POST", api.ElectionPath("db", api.PathResign), ""},
 }
 
 // TestAccessHelper is not a test: TestSocketPermissions runs the test
@@ -117,6 +119,12 @@ func (b accessBackend) Keys(context.Context) (api.Keys, error) {
 
 func (b accessBackend) ChangeKeys(context.Context, api.KeyChange) (api.Keys, error) {
 	return api.Keys{}, nil
+}
+
+// Elections makes the server take named elections ("db" among them); the
+// fake answers every election alike, which is all permissions need.
+func (b accessBackend) Elections(context.Context) ([]api.Election, error) {
+	return []api.Election{{Status: api.Status{Election: "db"}}, {Status: api.Status{Election: api.DefaultElection}}}, nil
 }
 
 func (b accessBackend) SetMaint(ctx context.Context, on bool, reason string) (api.MaintResult, error) {
@@ -266,7 +274,8 @@ func TestSocketPermissions(t *testing.T) {
 	for _, c := range srv.WriteCounts() {
 		counts[c.Path+" "+c.Outcome] = c.Count
 	}
-	for _, p := range []string{api.PathResign, api.PathMaint, api.PathVoters} {
+	// The election's write is counted under its endpoint, not its name.
+	for _, p := range []string{api.PathResign, api.PathMaint, api.PathVoters, api.PathElections + "/{name}/resign"} {
 		if counts[p+" "+OutcomeDenied] != 1 || counts[p+" "+OutcomeOK] != 1 {
 			t.Errorf("write counts for %s: %v; want 1 denied and 1 ok", p, counts)
 		}

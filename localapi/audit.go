@@ -41,8 +41,9 @@ var outcomes = []string{OutcomeOK, OutcomeFailed, OutcomeDenied}
 
 // audit logs one write attempt with the caller the kernel named and what
 // became of it, and counts it: who moved leadership must be answerable
-// after the fact.
-func (s *Server) audit(r *http.Request, p peer, hasPeer bool, code int, err error) {
+// after the fact. label is the request's metrics label: the counter is
+// kept per endpoint, never per election name a caller made up.
+func (s *Server) audit(r *http.Request, label string, p peer, hasPeer bool, code int, err error) {
 	outcome := 0
 	switch {
 	case code == http.StatusForbidden:
@@ -50,7 +51,7 @@ func (s *Server) audit(r *http.Request, p peer, hasPeer bool, code int, err erro
 	case code >= 400 || err != nil:
 		outcome = 1
 	}
-	s.writes.inc(r.URL.Path, outcome)
+	s.writes.inc(label, outcome)
 	fields := []zap.Field{
 		zap.String("path", r.URL.Path),
 		zap.String("query", r.URL.RawQuery),

@@ -6,6 +6,12 @@
 // that the agent's event loop publishes to. Wire types and paths come from
 // package api, shared with the Go client.
 //
+// One agent may run several named elections. Each election's endpoints
+// answer under /v1/elections/NAME/ as well as, for the election "default",
+// unprefixed; the server puts NAME in the request's context
+// (ElectionFrom) and the Backend answers for it, and the Hub keeps one
+// stream per election.
+//
 // This package must never import the agent or the protocols, never mutate
 // election state (it only asks the Backend), and must never let a slow or
 // hostile client block the agent: Hub.Publish does not block, a watcher

@@ -27,6 +27,8 @@ func statusFor(err error) int {
 	switch {
 	case errors.Is(err, errBadRequest), errors.Is(err, ErrConsistentUnsupported):
 		return http.StatusBadRequest
+	case errors.Is(err, ErrNoElection):
+		return http.StatusNotFound
 	case errors.Is(err, ErrForbidden):
 		return http.StatusForbidden
 	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrRefused):

@@ -83,7 +83,7 @@ func TestHubClose(t *testing.T) {
 	h := NewHub(0)
 	h.Publish(statusEpoch(1))
 	w := h.Subscribe()
-	changed, closed := h.wakeup()
+	changed, closed := h.wakeup(api.DefaultElection)
 	if closed {
 		t.Fatal("open hub reports closed")
 	}
@@ -93,7 +93,7 @@ func TestHubClose(t *testing.T) {
 	default:
 		t.Error("Close did not wake blocking queries")
 	}
-	if _, closed := h.wakeup(); !closed {
+	if _, closed := h.wakeup(api.DefaultElection); !closed {
 		t.Error("closed hub reports open")
 	}
 	recv(t, w) // the snapshot is still delivered

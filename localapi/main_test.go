@@ -91,7 +91,7 @@ type testServer struct {
 func startServer(t *testing.T, be *fakeBackend, opts Options) *testServer {
 	t.Helper()
 	if be == nil {
-		be = &fakeBackend{status: api.Status{Node: "n1", ID: 1, Protocol: "majority", Role: api.RoleFollower, Leader: "n2", Epoch: 1}}
+		be = &fakeBackend{status: api.Status{Election: api.DefaultElection, Node: "n1", ID: 1, Protocol: "majority", Role: api.RoleFollower, Leader: "n2", Epoch: 1}}
 	}
 	if opts.Hub == nil {
 		opts.Hub = NewHub(0)
@@ -213,7 +213,7 @@ func nextLine(t *testing.T, sc *bufio.Scanner) api.WatchLine {
 var errTest = errors.New("test failure")
 
 func statusEpoch(e uint64) api.Status {
-	return api.Status{Node: "n1", ID: 1, Protocol: "majority", Role: api.RoleFollower, Leader: fmt.Sprintf("n%d", e%3+1), Epoch: e}
+	return api.Status{Election: api.DefaultElection, Node: "n1", ID: 1, Protocol: "majority", Role: api.RoleFollower, Leader: fmt.Sprintf("n%d", e%3+1), Epoch: e}
 }
 
 // shortTempDir is a temporary directory with a short path: t.TempDir()

@@ -22,6 +22,14 @@ import (
 // tests use a fake. Methods are called from request goroutines, concurrently;
 // each must honour ctx and return promptly (the server bounds every call
 // with Options.RequestTimeout).
+//
+// Status and Resign, like MaintBackend.SetMaint and VoterBackend's
+// methods, act on one election: the one ElectionFrom(ctx) names
+// (api.DefaultElection for the unprefixed paths). For an election the
+// agent does not run they return an error wrapping ErrNoElection. A
+// backend that runs named elections implements ElectionsBackend too;
+// without it the server asks about the default election only. Members and
+// Health are the agent's, whatever the election.
 type Backend interface {
 	// Status returns the agent's status now. With consistent, the agent
 	// first confirms its leadership with a quorum; a protocol that cannot
@@ -61,7 +69,8 @@ const (
 type Options struct {
 	// Backend answers the requests. Required.
 	Backend Backend
-	// Hub feeds /v1/watch and wakes blocking /v1/leader queries. Required.
+	// Hub feeds /v1/watch and wakes blocking /v1/leader queries, per
+	// election (Hub.PublishTo). Required.
 	Hub *Hub
 	// Metrics serves /metrics (e.g. promhttp.Handler()); nil → 404.
 	Metrics http.Handler
@@ -153,6 +162,8 @@ func New(opts Options) (*Server, error) {
 		api.PathMembers: {method: http.MethodGet, serve: s.serveMembers},
 		api.PathResign:  {method: http.MethodPost, serve: s.serveResign, write: true},
 		api.PathHealth:  {method: http.MethodGet, serve: s.serveHealth},
+
+		api.PathElections: {method: http.MethodGet, serve: s.serveElections},
 	}
 	s.addMaint(opts.Backend)
 	s.addVoters(opts.Backend)
@@ -168,17 +179,23 @@ func New(opts Options) (*Server, error) {
 }
 
 // ServeHTTP dispatches a request by path, checks its method and size,
-// counts it, and turns handler errors into {"error": …} answers.
+// counts it, and turns handler errors into {"error": …} answers. A path
+// under api.PathElections reaches the handler of the unprefixed path with
+// the election in the request's context (ElectionFrom).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h, known := s.handlers[r.URL.Path]
-	label := r.URL.Path
+	key, election, label, routeCode, routeErr := s.route(r.URL.Path)
+	h, known := s.handlers[key]
 	if !known {
 		label = "other" // bounded label cardinality for metrics
 	}
 	rec := &recorder{ResponseWriter: w}
 	defer func() { s.counts.inc(label, rec.code()) }()
+	r = r.WithContext(WithElection(r.Context(), election))
 
 	switch {
+	case routeErr != "":
+		writeError(rec, routeCode, routeErr)
+		return
 	case !known:
 		writeError(rec, http.StatusNotFound, fmt.Sprintf("no such endpoint %q", r.URL.Path))
 		return
@@ -194,11 +211,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p, hasPeer := peerOf(r.Context())
 		if err := s.access.mayWrite(p, hasPeer); err != nil {
 			writeError(rec, http.StatusForbidden, fmt.Sprintf("%s: %v", r.URL.Path, err))
-			s.audit(r, p, hasPeer, rec.code(), err)
+			s.audit(r, label, p, hasPeer, rec.code(), err)
 			return
 		}
 		var serveErr error
-		defer func() { s.audit(r, p, hasPeer, rec.code(), serveErr) }()
+		defer func() { s.audit(r, label, p, hasPeer, rec.code(), serveErr) }()
 		h.serve = recordErr(h.serve, &serveErr)
 	}
 	if r.ContentLength != 0 && !h.body {
@@ -226,7 +243,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if rec.wrote {
 			return // a stream already started; nothing more can be said
 		}
-		writeError(rec, code, err.Error())
+		msg := err.Error()
+		if errors.Is(err, ErrNoElection) {
+			msg = noElection(election) // say how to list them, whatever the backend said
+		}
+		writeError(rec, code, msg)
 	}
 }
 
@@ -241,7 +262,7 @@ func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("status: %w", err)
 	}
-	writeJSON(w, http.StatusOK, st)
+	writeJSON(w, http.StatusOK, named(st, ElectionFrom(r.Context())))
 	return nil
 }
 
@@ -320,7 +341,7 @@ func (s *Server) serveLeader(w http.ResponseWriter, r *http.Request) error {
 	for {
 		// Take the wake-up channel before asking the backend, so a change
 		// between the two wakes us instead of being missed.
-		changed, hubClosed := s.hub.wakeup()
+		changed, hubClosed := s.hub.wakeup(ElectionFrom(r.Context()))
 		ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
 		st, err := s.backend.Status(ctx, false)
 		cancel()
@@ -366,7 +387,17 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	defer s.limits.releaseWatcher()
-	sub := s.hub.Subscribe()
+	election := ElectionFrom(r.Context())
+	// The hub streams any name it is given; the backend knows which
+	// elections exist. Asked first, an unknown one is a 404, not a stream
+	// that never says anything.
+	ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
+	_, err := s.backend.Status(ctx, false)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("watch: %w", err)
+	}
+	sub := s.hub.SubscribeTo(election)
 	defer sub.Close()
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", api.ContentTypeNDJSON)
@@ -394,7 +425,7 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request) error {
 				}
 				return nil
 			}
-			if err := send(st); err != nil {
+			if err := send(named(st, election)); err != nil {
 				return err
 			}
 		case <-s.done:

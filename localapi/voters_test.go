@@ -135,7 +135,7 @@ func TestVotersEndpointNeedsVoterBackend(t *testing.T) {
 
 // Problems travel as a JSON list and keep Status comparable.
 func TestProblemsOnTheWire(t *testing.T) {
-	st := api.Status{Node: "n1", Problems: api.NewProblems([]string{"n2 holds [n2]\nat index 1", "n3 differs"})}
+	st := api.Status{Election: api.DefaultElection, Node: "n1", Problems: api.NewProblems([]string{"n2 holds [n2]\nat index 1", "n3 differs"})}
 	be := &fakeBackend{status: st}
 	c, hc := startVoterServer(t, be)
 	got, err := c.Status(context.Background())

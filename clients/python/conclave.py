@@ -13,6 +13,10 @@ Python counterpart of the Go package ``client``: copy it next to your program
     for st in c.watch():          # the current status, then every change
         ...
 
+    db = c.election("db")         # the same calls for election "db"
+    for st in c.elections():      # every election the agent runs
+        print(st.election, st.leader, st.epoch)
+
 Leadership is never cached here: every answer is the agent's at the time of
 asking. A program that acts as leader holds the epoch it was given, passes
 it to whatever it changes (the fencing token), and re-checks with
@@ -28,12 +32,20 @@ import urllib.parse
 
 __all__ = [
     "Client", "Status", "Leader", "Member", "Quorum", "Watcher",
-    "AgentError", "NotLeaderError", "WatchEnded",
-    "DEFAULT_SOCKET", "ENV_SOCKET", "STALE_AFTER",
+    "AgentError", "NotLeaderError", "NoElectionError", "WatchEnded",
+    "DEFAULT_SOCKET", "ENV_SOCKET", "STALE_AFTER", "DEFAULT_ELECTION",
+    "valid_election_name",
 ]
 
 ENV_SOCKET = "CONCLAVE_SOCKET"
 DEFAULT_SOCKET = "data/n1/agent.sock"
+
+# The election of the [election] table, which the unprefixed paths
+# (/v1/status, …) act on; [elections.NAME] tables are the others.
+DEFAULT_ELECTION = "default"
+MAX_ELECTION_NAME = 32
+_NAME_FIRST = frozenset("abcdefghijklmnopqrstuvwxyz")
+_NAME_REST = _NAME_FIRST | frozenset("0123456789_-")
 
 # An answer older than this no longer vouches for leadership (the Go
 # client's client.DefaultStaleAfter, which `agent exec` applies; bully and
@@ -47,6 +59,22 @@ MAX_WATCH_LINE = 64 << 10
 
 # The agent caps a blocking /v1/leader at this many seconds.
 MAX_WAIT = 300.0
+
+
+def valid_election_name(name):
+    """Whether name can be an election's: 1 to 32 bytes of a-z, 0-9, '_'
+    and '-', starting with a letter (the Go api.ValidElectionName)."""
+    return (isinstance(name, str) and 0 < len(name) <= MAX_ELECTION_NAME
+            and name[0] in _NAME_FIRST and all(ch in _NAME_REST for ch in name))
+
+
+def _election_path(election, path):
+    """The path of election for path (one of /v1/status, /v1/leader,
+    /v1/watch, /v1/resign): the unprefixed path for the default election,
+    which agents from before named elections answer too."""
+    if not election or election == DEFAULT_ELECTION:
+        return path
+    return "/v1/elections/%s/%s" % (election, path[len("/v1/"):])
 
 
 def default_socket_path():
@@ -65,6 +93,11 @@ class AgentError(Exception):
 
 class NotLeaderError(AgentError):
     """409 from resign: this node does not lead."""
+
+
+class NoElectionError(AgentError):
+    """404: the agent runs no election of that name; Client.elections()
+    lists those it runs."""
 
 
 class WatchEnded(AgentError):
@@ -94,10 +127,13 @@ class Status:
     counts from then, not from when the answer arrived.
     """
 
-    __slots__ = ("node", "id", "protocol", "role", "leader", "epoch", "lease_ms",
+    __slots__ = ("election", "node", "id", "protocol", "role", "leader", "epoch", "lease_ms",
                  "lease_ns", "leader_age_ms", "seq", "members", "quorum", "asked_at")
 
     def __init__(self, d, asked_at):
+        # The election this status is of; agents from before named
+        # elections ran only the default one and do not say.
+        self.election = d.get("election") or DEFAULT_ELECTION
         self.node = d.get("node", "")
         self.id = int(d.get("id", 0))
         self.protocol = d.get("protocol", "")
@@ -148,8 +184,8 @@ class Status:
         return self.lease_ms / 1000.0
 
     def __repr__(self):
-        return "Status(node=%r, role=%r, leader=%r, epoch=%d, lease_ms=%d)" % (
-            self.node, self.role, self.leader, self.epoch, self.lease_ms)
+        return "Status(election=%r, node=%r, role=%r, leader=%r, epoch=%d, lease_ms=%d)" % (
+            self.election, self.node, self.role, self.leader, self.epoch, self.lease_ms)
 
 
 class Leader:
@@ -209,11 +245,27 @@ class Client:
     connection, so a Client may be shared between threads.
 
     timeout bounds each request (seconds); blocking calls add their wait.
+    election names the election status(), leader(), wait_for_leader(),
+    watch() and resign() act on (default: DEFAULT_ELECTION); members() and
+    health() are the agent's, the same for every election. A name that
+    cannot be an election's raises ValueError here; one the agent does not
+    run raises NoElectionError from each call.
     """
 
-    def __init__(self, socket_path=None, timeout=5.0):
+    def __init__(self, socket_path=None, timeout=5.0, election=None):
+        if election is not None and not valid_election_name(election):
+            raise ValueError("invalid election name %r: use 1 to %d bytes of a-z, 0-9, '_' and '-', "
+                             "starting with a letter" % (election, MAX_ELECTION_NAME))
         self.socket_path = socket_path or default_socket_path()
         self.timeout = timeout
+        self.election_name = election or DEFAULT_ELECTION
+
+    def election(self, name):
+        """A Client for the same agent that acts on election name."""
+        return Client(self.socket_path, self.timeout, election=name)
+
+    def _path(self, path):
+        return _election_path(self.election_name, path)
 
     # -- requests --------------------------------------------------------
 
@@ -254,7 +306,7 @@ class Client:
         """The agent's status. consistent=True has the leader confirm its
         leadership with a quorum first (majority only; others answer 400)."""
         asked_at = time.monotonic()
-        d = self._call("GET", "/v1/status", {"consistent": "true"} if consistent else None)
+        d = self._call("GET", self._path("/v1/status"), {"consistent": "true"} if consistent else None)
         return Status(d, asked_at)
 
     def leader(self, index=None, wait=None):
@@ -262,11 +314,12 @@ class Client:
         exceeds index (default 0) or wait passes (the agent caps it at 300 s),
         then answers with the leader of that moment: compare the epoch with
         index to tell which happened."""
+        path = self._path("/v1/leader")
         if wait is None or wait <= 0:
-            return Leader(self._call("GET", "/v1/leader"))
+            return Leader(self._call("GET", path))
         wait = min(float(wait), MAX_WAIT)
         q = {"index": str(index or 0), "wait": _go_duration(wait)}
-        return Leader(self._call("GET", "/v1/leader", q, timeout=self.timeout + wait))
+        return Leader(self._call("GET", path, q, timeout=self.timeout + wait))
 
     def wait_for_leader(self, timeout=60.0):
         """Blocks until some node leads and returns it, or raises
@@ -291,7 +344,20 @@ class Client:
         """Asks the agent to hand leadership over. Raises NotLeaderError when
         it does not lead (and AgentError 403 when the caller is neither the
         agent's user nor root)."""
-        self._call("POST", "/v1/resign")
+        self._call("POST", self._path("/v1/resign"))
+
+    def elections(self):
+        """The status of every election the agent runs, sorted by name
+        (GET /v1/elections); each Status's election names it. An agent from
+        before named elections runs only the default one: its status."""
+        asked_at = time.monotonic()
+        try:
+            items = self._call("GET", "/v1/elections")
+        except AgentError as e:
+            if e.status != 404 or "no such endpoint" not in e.message:
+                raise
+            return [Status(self._call("GET", "/v1/status"), asked_at)]
+        return [Status(d, asked_at) for d in items]
 
     def health(self):
         """Returns while the agent runs its event loop; raises AgentError
@@ -303,14 +369,15 @@ class Client:
         change. Iterate it; close it (or use it in a with block) when done."""
         asked_at = time.monotonic()
         # No read timeout: a quiet stream is a stable cluster.
-        conn, resp = self._open("GET", "/v1/watch", timeout=None)
+        path = self._path("/v1/watch")
+        conn, resp = self._open("GET", path, timeout=None)
         if resp.status != 200:
             try:
                 body = resp.read(MAX_ANSWER_BYTES)
             finally:
                 conn.close()
-            raise _answer_error("/v1/watch", resp.status, body)
-        return Watcher(conn, resp, asked_at)
+            raise _answer_error(path, resp.status, body)
+        return Watcher(conn, resp, asked_at, path)
 
 
 class Watcher:
@@ -323,9 +390,10 @@ class Watcher:
     leadership; a leader that must know it still leads polls status().
     """
 
-    def __init__(self, conn, resp, asked_at):
+    def __init__(self, conn, resp, asked_at, path="/v1/watch"):
         self._conn, self._resp = conn, resp
         self._waiting_since = asked_at
+        self._path = path
 
     def __iter__(self):
         return self
@@ -337,18 +405,18 @@ class Watcher:
         except (OSError, ValueError, http.client.HTTPException) as e:
             if self._resp.closed or self._conn.sock is None:
                 raise StopIteration from None
-            raise AgentError("/v1/watch", 0, "stream broken: %s" % e) from e
+            raise AgentError(self._path, 0, "stream broken: %s" % e) from e
         if not line:
-            raise WatchEnded("/v1/watch", 200, "stream closed")
+            raise WatchEnded(self._path, 200, "stream closed")
         if len(line) > MAX_WATCH_LINE or not line.endswith(b"\n"):
-            raise AgentError("/v1/watch", 200, "line longer than %d bytes" % MAX_WATCH_LINE)
+            raise AgentError(self._path, 200, "line longer than %d bytes" % MAX_WATCH_LINE)
         self._waiting_since = time.monotonic()
         try:
             d = json.loads(line)
         except ValueError as e:
-            raise AgentError("/v1/watch", 200, "decoding line: %s" % e) from e
+            raise AgentError(self._path, 200, "decoding line: %s" % e) from e
         if d.get("error"):
-            raise WatchEnded("/v1/watch", 200, d["error"])
+            raise WatchEnded(self._path, 200, d["error"])
         return Status(d, asked_at)
 
     def close(self):
@@ -375,5 +443,9 @@ def _answer_error(path, status, body):
         msg = ""
     if not msg:
         msg = body[:200].decode("utf-8", "replace")
-    cls = NotLeaderError if status == 409 else AgentError
+    cls = AgentError
+    if status == 409:
+        cls = NotLeaderError
+    elif status == 404 and msg.startswith("no election "):
+        cls = NoElectionError
     return cls(path, status, msg)

@@ -219,6 +219,26 @@ class ClusterTest(unittest.TestCase):
         new = conclave.Client(_sockets[follower]).wait_for_leader(timeout=30)
         self.assertGreater(new.epoch, epoch)
 
+    def test_elections(self):
+        lead = eventually("a leader", leader_name)
+        c = conclave.Client(_sockets[lead])
+        # These agents run the default election alone.
+        es = c.elections()
+        self.assertEqual([e.election for e in es], ["default"])
+        self.assertEqual(es[0].node, lead)
+        self.assertTrue(es[0].is_leader)
+        st = c.election("default").status()
+        self.assertEqual((st.election, st.node), ("default", lead))
+        self.assertEqual(c.status().election, "default")
+        # An election the agent does not run: a 404 that says how to list them.
+        nope = c.election("nope")
+        for call in (nope.status, nope.leader, nope.resign, nope.watch):
+            with self.assertRaises(conclave.NoElectionError) as cm:
+                call()
+            self.assertEqual(cm.exception.status, 404)
+            self.assertIn('no election "nope" on this agent', cm.exception.message)
+            self.assertIn("agent elections", cm.exception.message)
+
     def test_example_works_while_leading(self):
         lead = eventually("a leader", leader_name)
         r = subprocess.run([sys.executable, os.path.join(HERE, "example.py"), "--socket", _sockets[lead],
@@ -311,6 +331,41 @@ class BadAnswersTest(unittest.TestCase):
                 next(w)
             self.assertEqual(cm.exception.message, "watcher lagged")
 
+    def test_named_election_paths(self):
+        _FakeHandler.answers.update({
+            "/v1/elections/db/status": (200, b'{"election":"db","node":"n1","role":"leader","epoch":9}'),
+            "/v1/elections/db/leader": (200, b'{"leader":"n2","epoch":9,"is_self":false}'),
+            "/v1/elections/db/resign": (404, b'{"error":"no election \\"db\\" on this agent; `agent elections` lists them"}'),
+            "/v1/elections/db/watch": (200, b'{"election":"db","node":"n1","role":"follower","epoch":10}\n'),
+        })
+        db = self.c.election("db")
+        self.assertEqual(db.election_name, "db")
+        st = db.status()
+        self.assertEqual((st.election, st.epoch, st.role), ("db", 9, "leader"))
+        self.assertEqual(db.leader().leader, "n2")
+        with self.assertRaises(conclave.NoElectionError) as cm:
+            db.resign()
+        self.assertEqual(cm.exception.path, "/v1/elections/db/resign")
+        with db.watch() as w:
+            self.assertEqual(next(w).epoch, 10)
+            with self.assertRaises(conclave.WatchEnded) as cm:
+                next(w)
+            self.assertEqual(cm.exception.path, "/v1/elections/db/watch")
+        # The default election keeps the unprefixed paths.
+        with self.assertRaises(conclave.NotLeaderError):
+            self.c.election("default").resign()
+
+    def test_elections_of_an_older_agent(self):
+        # No /v1/elections: its status is the one (default) election.
+        _FakeHandler.answers["/v1/status"] = (200, b'{"node":"n1","role":"leader","epoch":4}')
+        _FakeHandler.answers["/v1/elections"] = (404, b'{"error":"no such endpoint \\"/v1/elections\\""}')
+        es = self.c.elections()
+        self.assertEqual([(e.election, e.node, e.epoch) for e in es], [("default", "n1", 4)])
+        # Any other 404 is an error, not an empty agent.
+        _FakeHandler.answers["/v1/elections"] = (404, b'{"error":"gone"}')
+        with self.assertRaises(conclave.AgentError):
+            self.c.elections()
+
     def test_watch_line_too_long(self):
         _FakeHandler.answers["/v1/watch"] = (200, b'{"node":"' + b"x" * (conclave.MAX_WATCH_LINE + 1) + b'"}\n')
         with self.c.watch() as w:
@@ -338,6 +393,18 @@ class OfflineTest(unittest.TestCase):
             os.environ.pop("CONCLAVE_SOCKET", None)
             if old is not None:
                 os.environ["CONCLAVE_SOCKET"] = old
+
+    def test_election_names(self):
+        for good in ("default", "a", "db-primary", "cron_1", "x" * 32):
+            self.assertTrue(conclave.valid_election_name(good), good)
+            self.assertEqual(conclave.Client("/x.sock", election=good).election_name, good)
+        for bad in ("", "x" * 33, "1st", "-a", "Db", "a/b", "a.b", "caf\u00e9", None, 3):
+            self.assertFalse(conclave.valid_election_name(bad), bad)
+        with self.assertRaises(ValueError):
+            conclave.Client("/x.sock", election="a/../b")
+        with self.assertRaises(ValueError):
+            conclave.Client("/x.sock").election("Nope")
+        self.assertEqual(conclave.Client("/x.sock").election_name, "default")
 
     def test_leads_now_rule(self):
         def st(role, lease_ms, asked_at=100.0):

@@ -28,6 +28,9 @@ type clientFlags struct {
 	socket  string
 	json    bool
 	timeout time.Duration
+	// election is -election, for the commands that act on one election
+	// (addElectionFlag); the default election for the others.
+	election electionName
 }
 
 func addClientFlags(fs *flag.FlagSet) *clientFlags {
@@ -44,7 +47,48 @@ func socketFlag(fs *flag.FlagSet, p *string) {
 	fs.StringVar(p, "socket", api.DefaultSocketPath(), "the `PATH` of the agent's socket ([api] socket); $"+api.EnvSocket+" sets the default")
 }
 
-func (cf *clientFlags) client() *client.Client { return client.New(cf.socket) }
+// client returns a client of the agent at -socket that acts on -election.
+func (cf *clientFlags) client() *client.Client {
+	return client.New(cf.socket).Election(cf.election.String())
+}
+
+// electionName is the value of -election: a valid election name, checked
+// when the flag is parsed, so a bad one is a usage error (exit 2) that
+// never reaches the agent.
+type electionName string
+
+func (e *electionName) String() string {
+	if e == nil {
+		return ""
+	}
+	return string(*e)
+}
+
+func (e *electionName) Set(v string) error {
+	if err := api.CheckElectionName(v); err != nil {
+		return err
+	}
+	*e = electionName(v)
+	return nil
+}
+
+// electionFlag defines -election on fs, into p. Unset, p stays "": the
+// client then acts on the default election.
+func electionFlag(fs *flag.FlagSet, p *electionName) {
+	fs.Var(p, "election", "act on the election called `NAME` (an [elections.NAME] table) instead of the default one ([election]); agent elections lists them")
+}
+
+// addElectionFlag adds -election to a command that acts on one election.
+func (cf *clientFlags) addElectionFlag(fs *flag.FlagSet) { electionFlag(fs, &cf.election) }
+
+// ofElection is " of election NAME" for a named election, "" for the
+// default one, for messages that would otherwise not say which.
+func ofElection(name string) string {
+	if name == "" || name == api.DefaultElection {
+		return ""
+	}
+	return " of election " + name
+}
 
 // signalContext is cancelled with parent, by SIGINT/SIGTERM, or after d
 // (0: never).
@@ -121,6 +165,7 @@ func socketAccess(socket string) string {
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("status", stderr)
 	cf := addClientFlags(fs)
+	cf.addElectionFlag(fs)
 	consistent := fs.Bool("consistent", false, "majority: have the leader confirm its leadership with a quorum first")
 	words, code, ok := parseArgs(fs, args, stdout)
 	if !ok {
@@ -197,6 +242,7 @@ func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) in
 func runLeader(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("leader", stderr)
 	cf := addClientFlags(fs)
+	cf.addElectionFlag(fs)
 	wait := fs.Duration("wait", 0, "block until a leader is known in an epoch above -index (default: the current epoch), or this long passes")
 	index := fs.Int64("index", -1, "with -wait: the epoch already seen")
 	words, code, ok := parseArgs(fs, args, stdout)
@@ -264,6 +310,7 @@ func waitLeader(ctx context.Context, c *client.Client, index uint64, wait time.D
 func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("watch", stderr)
 	cf := addClientFlags(fs)
+	cf.addElectionFlag(fs)
 	words, code, ok := parseArgs(fs, args, stdout)
 	if !ok {
 		return code
@@ -297,13 +344,18 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if leader == "" {
 			leader = "(none)"
 		}
-		fmt.Fprintf(stdout, "%s  %-9s leader=%s epoch=%d\n", time.Now().Format("15:04:05.000"), st.Role, leader, st.Epoch)
+		line := fmt.Sprintf("%s  %-9s leader=%s epoch=%d", time.Now().Format("15:04:05.000"), st.Role, leader, st.Epoch)
+		if st.Election != "" && st.Election != api.DefaultElection {
+			line += " election=" + st.Election
+		}
+		fmt.Fprintln(stdout, line)
 	}
 }
 
 func runResign(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("resign", stderr)
 	cf := addClientFlags(fs)
+	cf.addElectionFlag(fs)
 	words, code, ok := parseArgs(fs, args, stdout)
 	if !ok {
 		return code
@@ -313,14 +365,16 @@ func runResign(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	ctx, cancel := signalContext(ctx, cf.timeout)
 	defer cancel()
-	if err := resignVia(ctx, cf.socket); err != nil {
+	c := cf.client()
+	defer c.Close()
+	if err := c.Resign(ctx); err != nil {
 		return fail(stderr, "resign", cf.socket, err)
 	}
 	if cf.json {
 		printJSON(stdout, api.Resigned{Resigned: true})
 		return 0
 	}
-	fmt.Fprintln(stdout, "resigned: leadership is being handed over")
+	fmt.Fprintf(stdout, "resigned: leadership%s is being handed over\n", ofElection(c.ElectionName()))
 	return 0
 }
 
@@ -336,6 +390,9 @@ func printStatus(w io.Writer, st api.Status) {
 	leader := st.Leader
 	if leader == "" {
 		leader = "(none)"
+	}
+	if st.Election != "" && st.Election != api.DefaultElection {
+		fmt.Fprintf(tw, "election\t%s\n", st.Election)
 	}
 	fmt.Fprintf(tw, "node\t%s (id %d)\n", st.Node, st.ID)
 	fmt.Fprintf(tw, "protocol\t%s\n", st.Protocol)

@@ -76,7 +76,10 @@ func TestBashCompletion(t *testing.T) {
 		want []string
 	}{
 		{"agent st", []string{"status"}},
-		{"agent status -", []string{"-consistent", "-json", "-socket", "-timeout"}},
+		{"agent status -", []string{"-consistent", "-election", "-json", "-socket", "-timeout"}},
+		{"agent el", []string{"elections"}},
+		{"agent exec -el", []string{"-election"}},
+		{"agent watch -election ", nil}, // a name, not a file
 		{"agent ", append(commandNames(), "help")},
 		{"agent maint o", []string{"off", "on"}},
 		{"agent voters ", []string{"add", "remove"}},

@@ -20,6 +20,7 @@ var conventionCases = map[string]conventionCase{
 	"run":        {},
 	"dev":        {},
 	"status":     {client: true},
+	"elections":  {client: true},
 	"members":    {client: true},
 	"tune":       {client: true},
 	"leader":     {client: true},

@@ -39,6 +39,8 @@ func runExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("exec", stderr)
 	var socket string
 	socketFlag(fs, &socket)
+	var election electionName
+	electionFlag(fs, &election)
 	grace := fs.Duration("grace", 5*time.Second, "after SIGTERM, wait this long before SIGKILL")
 	quiet := fs.Bool("quiet", false, "do not report on stderr what exec waits for and does")
 	words, code, ok := parseArgs(fs, args, stdout)
@@ -52,7 +54,7 @@ func runExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	r := &execRunner{
-		c: client.New(socket), argv: words, quiet: *quiet, grace: *grace,
+		c: client.New(socket).Election(election.String()), argv: words, quiet: *quiet, grace: *grace,
 		stdout: stdout, stderr: stderr,
 	}
 	defer r.c.Close()
@@ -231,7 +233,8 @@ func (r *execRunner) reconcile(v *client.Leadership) {
 }
 
 func (r *execRunner) startChild(st api.Status) {
-	env := append(os.Environ(), "CONCLAVE_EPOCH="+strconv.FormatUint(st.Epoch, 10), "CONCLAVE_LEADER="+st.Leader)
+	env := append(os.Environ(), "CONCLAVE_EPOCH="+strconv.FormatUint(st.Epoch, 10), "CONCLAVE_LEADER="+st.Leader,
+		"CONCLAVE_ELECTION="+r.c.ElectionName())
 	cmd, pid, lifeline, err := startGuarded(r.argv, env, os.Stdin, r.stdout, r.stderr)
 	if err != nil {
 		r.logf("cannot start %s: %v", r.argv[0], err)

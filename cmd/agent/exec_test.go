@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclave-agent/conclave/api"
 	"github.com/conclave-agent/conclave/config"
 )
 
@@ -24,15 +25,16 @@ func execScript(dir string, ignoreTerm bool) string {
 	}
 	return term + fmt.Sprintf(`
 trap 'echo usr1 >> "%[1]s/usr1"' USR1
-echo "$CONCLAVE_EPOCH $CONCLAVE_LEADER $$" > "%[1]s/env.tmp" && mv "%[1]s/env.tmp" "%[1]s/env"
+echo "$CONCLAVE_EPOCH $CONCLAVE_LEADER $$ $CONCLAVE_ELECTION" > "%[1]s/env.tmp" && mv "%[1]s/env.tmp" "%[1]s/env"
 while :; do sleep 1; done
 `, dir)
 }
 
 type childInfo struct {
-	epoch  uint64
-	leader string
-	pid    int
+	epoch    uint64
+	leader   string
+	pid      int
+	election string
 }
 
 // waitChild waits for the child to write dir/env and returns what it wrote.
@@ -44,9 +46,10 @@ func waitChild(t *testing.T, dir string, stderr *syncBuffer) childInfo {
 		b, err := os.ReadFile(filepath.Join(dir, "env"))
 		if err == nil {
 			f := strings.Fields(string(b))
-			if len(f) != 3 {
-				t.Fatalf("child environment %q, want epoch, leader and pid", b)
+			if len(f) != 4 {
+				t.Fatalf("child environment %q, want epoch, leader, pid and election", b)
 			}
+			ci.election = f[3]
 			ci.epoch, _ = strconv.ParseUint(f[0], 10, 64)
 			ci.leader = f[1]
 			ci.pid, _ = strconv.Atoi(f[2])
@@ -108,8 +111,8 @@ func TestExecRunsWhileLeading(t *testing.T) {
 		}
 	})
 	ci := waitChild(t, dir, &stderr)
-	if ci.epoch != st.Epoch || ci.leader != "n1" {
-		t.Errorf("child saw CONCLAVE_EPOCH=%d CONCLAVE_LEADER=%q, want %d and n1", ci.epoch, ci.leader, st.Epoch)
+	if ci.epoch != st.Epoch || ci.leader != "n1" || ci.election != api.DefaultElection {
+		t.Errorf("child saw CONCLAVE_EPOCH=%d CONCLAVE_LEADER=%q CONCLAVE_ELECTION=%q, want %d, n1 and default", ci.epoch, ci.leader, ci.election, st.Epoch)
 	}
 	if want := fmt.Sprintf("leading in epoch %d: started sh (pid %d)", st.Epoch, ci.pid); !strings.Contains(stderr.String(), want) {
 		t.Errorf("exec's stderr does not say %q:\n%s", want, stderr.String())

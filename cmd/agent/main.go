@@ -3,6 +3,7 @@
 //	agent run -config FILE      run the daemon
 //	agent dev [-nodes N]        run a local cluster to try failover
 //	agent status | members [-v] | leader [-wait D] | watch | resign
+//	agent elections             list the elections this agent runs
 //	agent tune [-config FILE]   recommend timings from measured gaps
 //	agent voters [add NAME | remove NAME]
 //	agent recover -config FILE -voters LIST   (offline, after losing the quorum)
@@ -68,9 +69,14 @@ func commands() []command {
 			about:   "Runs N agents on loopback in this process and reads commands (kill, stop,\nstart, resign, quit) from standard input.",
 			example: []string{"agent dev -nodes 3 -dir data/dev"}},
 		{name: "status", summary: "show this agent's view of the election", run: runStatus,
-			usage:   []string{"[-consistent] [-json] [-socket PATH]"},
+			usage:   []string{"[-consistent] [-election NAME] [-json] [-socket PATH]"},
 			about:   "Prints the role, leader, epoch, lease, members and quorum this agent sees.",
 			example: []string{"agent status -socket data/cluster/n1/agent.sock"}},
+		{name: "elections", summary: "list the elections this agent runs, with each one's leader", run: runElections,
+			usage: []string{"[-json] [-socket PATH]"},
+			about: "Lists every election this agent runs: the [election] table is \"default\", each\n" +
+				"[elections.NAME] table is NAME. Client commands act on one with -election NAME.",
+			example: []string{"agent elections -socket data/cluster/n1/agent.sock"}},
 		{name: "members", summary: "list the members and their phi", run: runMembers,
 			usage:   []string{"[-v] [-json] [-socket PATH]"},
 			about:   "Lists every member gossip knows, its state and the phi this agent computes for it;\n-v adds the gaps between its heartbeats as this agent received them.",
@@ -83,15 +89,15 @@ func commands() []command {
 				"member, with the failover time they imply. Run it on the leader.",
 			example: []string{"agent tune -config /etc/conclave/agent.toml -socket /run/conclave/agent.sock"}},
 		{name: "leader", summary: "show the leader and epoch; -wait waits for a new leader", run: runLeader,
-			usage:   []string{"[-wait D [-index E]] [-json] [-socket PATH]"},
+			usage:   []string{"[-wait D [-index E]] [-election NAME] [-json] [-socket PATH]"},
 			about:   "Prints the leader and its epoch; with -wait, first waits up to D for a leader\nin an epoch above -index (default: the current one).",
 			example: []string{"agent leader -wait 30s -socket data/cluster/n1/agent.sock"}},
 		{name: "watch", summary: "stream every leadership change", run: runWatch,
-			usage:   []string{"[-json] [-socket PATH]"},
+			usage:   []string{"[-election NAME] [-json] [-socket PATH]"},
 			about:   "Prints the current state, then one line per change, until Ctrl-C.",
 			example: []string{"agent watch -socket data/cluster/n1/agent.sock"}},
 		{name: "resign", summary: "ask this agent, if it leads, to hand leadership over", run: runResign,
-			usage:   []string{"[-json] [-socket PATH]"},
+			usage:   []string{"[-election NAME] [-json] [-socket PATH]"},
 			about:   "Hands leadership over to another node; refused (exit 1) if this agent does not lead.",
 			example: []string{"agent resign -socket data/cluster/n1/agent.sock"}},
 		{name: "maint", summary: "maint on [-reason TEXT] | off: stop or resume putting this agent forward", run: runMaint,
@@ -113,10 +119,11 @@ func commands() []command {
 			about:   "Rewrites a STOPPED majority agent's voter set after the quorum is lost for good.\nUnsafe if a member left out comes back with its data: wipe theirs first.",
 			example: []string{"agent recover -config n3.toml -voters n3,n4,n5"}},
 		{name: "exec", summary: "run a command only while this node leads", run: runExec,
-			usage: []string{"[-grace D] [-quiet] [-socket PATH] [--] CMD [ARGS…]"},
-			about: "Runs CMD only while this node leads, with CONCLAVE_EPOCH and CONCLAVE_LEADER set;\n" +
-				"stops it at once (SIGTERM, then SIGKILL after -grace) on loss of leadership or of\n" +
-				"the agent. Reports on stderr what it waits for. exec's flags go before CMD.",
+			usage: []string{"[-grace D] [-quiet] [-election NAME] [-socket PATH] [--] CMD [ARGS…]"},
+			about: "Runs CMD only while this node leads (the election -election names), with\n" +
+				"CONCLAVE_EPOCH, CONCLAVE_LEADER and CONCLAVE_ELECTION set; stops it at once\n" +
+				"(SIGTERM, then SIGKILL after -grace) on loss of leadership or of the agent.\n" +
+				"Reports on stderr what it waits for. exec's flags go before CMD.",
 			example:     []string{"agent exec -socket data/cluster/n1/agent.sock -- ./scheduler -once"},
 			commandLine: true},
 		{name: "keys", summary: "list, install, use or remove this agent's cluster keys (rotation)", run: runKeys,
@@ -266,6 +273,8 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run 'agent help <command>' (or 'agent <command> -h') for its flags and an example.")
 	fmt.Fprintf(w, "Client commands find the agent's socket with -socket PATH, else $%s, else %s.\n", api.EnvSocket, api.DefaultSocket)
+	fmt.Fprintln(w, "Those that act on one election (status, leader, watch, resign, maint, voters, exec)")
+	fmt.Fprintln(w, "take -election NAME; without it, the default election ([election]).")
 }
 
 // newFlagSet returns the flag set of command name. Errors go to stderr;

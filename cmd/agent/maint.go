@@ -16,6 +16,7 @@ import (
 func runMaint(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("maint", stderr)
 	cf := addClientFlags(fs)
+	cf.addElectionFlag(fs)
 	reason := fs.String("reason", "", "why, shown in agent status (with on)")
 	words, code, ok := parseArgs(fs, args, stdout)
 	if !ok {
@@ -41,10 +42,11 @@ func runMaint(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		printJSON(stdout, res)
 		return 0
 	}
+	of := ofElection(c.ElectionName())
 	if res.Maintenance {
-		fmt.Fprintln(stdout, "maintenance on: this agent no longer puts itself forward and hands leadership over if it leads")
+		fmt.Fprintf(stdout, "maintenance on%s: this agent no longer puts itself forward and hands leadership over if it leads\n", of)
 	} else {
-		fmt.Fprintln(stdout, "maintenance off: this agent may lead again once its checks pass")
+		fmt.Fprintf(stdout, "maintenance off%s: this agent may lead again once its checks pass\n", of)
 	}
 	return 0
 }

@@ -38,7 +38,7 @@ func TestStatus(t *testing.T) {
 		t.Fatalf("agent status -json: exit %d, stderr %q", code, stderr)
 	}
 	// The contract's field names (docs/design.md §6), not just whatever decodes.
-	if got, want := jsonKeys(t, stdout), []string{"epoch", "gossip_addr", "health", "id", "leader", "leader_age_ms", "lease_ms", "lease_ns", "members", "node", "protocol", "quorum", "role", "seq", "transport_addr"}; !slices.Equal(got, want) {
+	if got, want := jsonKeys(t, stdout), []string{"election", "epoch", "gossip_addr", "health", "id", "leader", "leader_age_ms", "lease_ms", "lease_ns", "members", "node", "protocol", "quorum", "role", "seq", "transport_addr"}; !slices.Equal(got, want) {
 		t.Errorf("agent status -json keys %q, want %q", got, want)
 	}
 	var raw struct {

@@ -15,6 +15,7 @@ import (
 func runVoters(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("voters", stderr)
 	cf := addClientFlags(fs)
+	cf.addElectionFlag(fs)
 	words, code, ok := parseArgs(fs, args, stdout)
 	if !ok {
 		return code
