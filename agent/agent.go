@@ -328,7 +328,7 @@ func (a *Agent) coreConfig(name string, hs protocols.HardState, observed uint64,
 		Reachable:      a.tr.Reachable,
 		GossipAddr:     a.gossipAddr,
 		TransportAddr:  peerAddr,
-		Maintenance:    maintenanceOnDisk(a.cfg),
+		Maintenance:    maintenanceOnDisk(a.cfg, name),
 	})
 	return c
 }

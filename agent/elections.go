@@ -10,6 +10,7 @@ import (
 	"github.com/conclave-agent/conclave/api"
 	"github.com/conclave-agent/conclave/config"
 	"github.com/conclave-agent/conclave/core"
+	"github.com/conclave-agent/conclave/health"
 	"github.com/conclave-agent/conclave/localapi"
 	"github.com/conclave-agent/conclave/protocols"
 	"github.com/conclave-agent/conclave/store"
@@ -38,6 +39,9 @@ type election struct {
 	// Loop-owned.
 	confirms   map[uint64][]chan error          // consistent reads by token
 	voterWaits map[uint64]chan core.VoterResult // voter changes by token
+	// maint is this named election's own maintenance record in force,
+	// nil when none (the agent-wide one is healthGlue.maint).
+	maint *health.Maint
 	// anchor is the anchor election of the fate-sharing group this one
 	// follows, nil for none (config.Config.GroupAnchor).
 	anchor *election
@@ -106,8 +110,32 @@ func (a *Agent) electionNamed(name string) *election {
 // electionOf returns the election a socket request names
 // (localapi.ElectionFrom), or an error that says how to list them.
 func (a *Agent) electionOf(ctx context.Context) (*election, error) {
-	_ = ctx
-	return a.def(), nil
+	name := localapi.ElectionFrom(ctx)
+	if e := a.electionNamed(name); e != nil {
+		return e, nil
+	}
+	return nil, fmt.Errorf("%w: this agent runs no election %q", localapi.ErrNoElection, name)
+}
+
+var _ localapi.ElectionsBackend = backend{}
+
+// Elections implements localapi.ElectionsBackend: every election's
+// status, the default one first, from the loop's latest snapshots.
+func (b backend) Elections(ctx context.Context) ([]api.Election, error) {
+	a := b.a
+	out := make([]api.Election, 0, len(a.elections))
+	for _, e := range a.elections {
+		st, ok := a.loadSnapshot(e)
+		if !ok {
+			if err := a.do(ctx, func() { st = e.core.Status(a.now()) }); err != nil {
+				return nil, err
+			}
+		}
+		st.Election = e.name
+		st.Problems = a.withKeyProblems(st.Problems)
+		out = append(out, api.Election{Status: st})
+	}
+	return out, nil
 }
 
 // receiveFor returns the election a peer's message belongs to, and false
@@ -145,7 +173,7 @@ func (a *Agent) sendAll(msgs []protocols.Message) {
 
 // publishNamed publishes a named election's status to its watchers.
 func (a *Agent) publishNamed(e *election, st api.Status) {
-	_, _ = e, st
+	a.hub.PublishTo(e.name, a.withCutOff(st))
 }
 
 // storeSnapshots publishes every election's current status for

@@ -47,10 +47,18 @@ func healthSpecs(cfg config.Config) ([]health.CheckSpec, []health.HookSpec) {
 }
 
 // maintenanceOnDisk reports whether the data directory holds a
-// maintenance record, or one that cannot be read (the core treats both as
-// maintenance: an operator asked for it).
-func maintenanceOnDisk(cfg config.Config) bool {
+// maintenance record, agent-wide or for the election called name, or one
+// that cannot be read (the core treats both as maintenance: an operator
+// asked for it).
+func maintenanceOnDisk(cfg config.Config, name string) bool {
 	_, on, err := health.ReadMaint(cfg.Node.DataDir)
+	if on || err != nil {
+		return true
+	}
+	if name == config.DefaultElection {
+		return false
+	}
+	_, on, err = health.ReadMaint(electionDir(cfg.Node.DataDir, name))
 	return on || err != nil
 }
 
@@ -81,6 +89,16 @@ func (a *Agent) startHealth() error {
 		a.log.Info("in maintenance (from the data directory)", zap.String("reason", m.Reason), zap.Time("since", m.Since))
 		g.maint = &m
 	}
+	for _, e := range a.elections[1:] {
+		switch m, on, err := health.ReadMaint(electionDir(a.cfg.Node.DataDir, e.name)); {
+		case err != nil:
+			a.log.Error("cannot read an election's maintenance record; it stays in maintenance until the record is fixed or cleared with agent maint -election NAME off", zap.String("election", e.name), zap.Error(err))
+			e.maint = &health.Maint{Reason: "unreadable maintenance record: " + err.Error()}
+		case on:
+			a.log.Info("election in maintenance (from the data directory)", zap.String("election", e.name), zap.String("reason", m.Reason), zap.Time("since", m.Since))
+			e.maint = &m
+		}
+	}
 	a.health = g
 	runner.Start()
 	a.applyHealth()
@@ -105,11 +123,16 @@ func (a *Agent) healthChanged() <-chan struct{} {
 	return a.health.runner.Changed()
 }
 
-// currentHealth is what the checks and maintenance say now; the core
-// decides what it means for candidacy.
-func (a *Agent) currentHealth() core.Health {
+// currentHealth is what the checks and maintenance say now of election e:
+// the agent-wide maintenance and checks, and e's own maintenance; the
+// core decides what it means for candidacy.
+func (a *Agent) currentHealth(e *election) core.Health {
 	g := a.health
-	h := core.Health{Maintenance: g.maint != nil, ChecksFailing: !g.runner.Passing()}
+	maint := g.maint
+	if maint == nil {
+		maint = e.maint
+	}
+	h := core.Health{Maintenance: maint != nil, ChecksFailing: !g.runner.Passing()}
 	rep := &api.HealthReport{Status: api.HealthPassing, Priority: a.cfg.Node.Priority}
 	for _, c := range g.runner.Snapshot() {
 		rep.Checks = append(rep.Checks, api.CheckState{Name: c.Name, Status: c.Status, Output: c.Output, LastRun: c.LastRun})
@@ -117,9 +140,9 @@ func (a *Agent) currentHealth() core.Health {
 			rep.Status = api.HealthFailing
 		}
 	}
-	if g.maint != nil {
+	if maint != nil {
 		rep.Status = api.HealthMaintenance
-		rep.Maintenance = &api.MaintInfo{Reason: g.maint.Reason, Since: g.maint.Since}
+		rep.Maintenance = &api.MaintInfo{Reason: maint.Reason, Since: maint.Since}
 	}
 	h.Report = rep
 	return h
@@ -131,9 +154,8 @@ func (a *Agent) applyHealth() {
 	if a.health == nil {
 		return
 	}
-	h := a.currentHealth()
 	for _, e := range a.elections {
-		e.core.SetHealth(a.now(), h)
+		e.core.SetHealth(a.now(), a.currentHealth(e))
 	}
 }
 
@@ -144,24 +166,36 @@ var _ localapi.MaintBackend = backend{}
 // answer of "on" survives a crash.
 func (b backend) SetMaint(ctx context.Context, on bool, reason string) (api.MaintResult, error) {
 	a := b.a
+	e, err := a.electionOf(ctx)
+	if err != nil {
+		return api.MaintResult{}, err
+	}
 	if err := health.CheckReason(reason); err != nil {
 		return api.MaintResult{}, fmt.Errorf("%w: %w", localapi.ErrBadMaint, err)
 	}
+	// The default election's record is the agent-wide one, where
+	// releases before named elections kept it: every election honours
+	// it. A named election's is its own.
+	dir := electionDir(a.cfg.Node.DataDir, e.name)
 	var m *health.Maint
 	if on {
 		m = &health.Maint{Reason: reason, Since: time.Now().UTC().Truncate(time.Second)}
-		if err := health.WriteMaint(a.cfg.Node.DataDir, *m); err != nil {
+		if err := health.WriteMaint(dir, *m); err != nil {
 			return api.MaintResult{}, err
 		}
-	} else if err := health.ClearMaint(a.cfg.Node.DataDir); err != nil {
+	} else if err := health.ClearMaint(dir); err != nil {
 		return api.MaintResult{}, err
 	}
-	err := a.do(ctx, func() {
+	err = a.do(ctx, func() {
 		if a.health == nil {
 			return
 		}
-		a.health.maint = m
-		a.log.Info("maintenance", zap.Bool("on", on), zap.String("reason", reason))
+		if e == a.def() {
+			a.health.maint = m
+		} else {
+			e.maint = m
+		}
+		a.log.Info("maintenance", zap.String("election", e.name), zap.Bool("on", on), zap.String("reason", reason))
 		a.applyHealth()
 	})
 	if err != nil && !errors.Is(err, errStopped) {

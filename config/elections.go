@@ -7,13 +7,15 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/conclave-agent/conclave/api"
 )
 
 // DefaultElection is the name of the election the [election] table
 // configures. Every agent runs it; local processes that name no election
 // get it, so configurations and programs from before named elections keep
 // their meaning.
-const DefaultElection = "default"
+const DefaultElection = api.DefaultElection
 
 // MaxElections bounds the elections one agent runs, the default one
 // included. Each election costs its leader a heartbeat per peer per
@@ -24,7 +26,7 @@ const MaxElections = 64
 
 // MaxElectionName bounds an election's name. It travels in every message
 // of the election, in gossip announcements and in metric labels.
-const MaxElectionName = 32
+const MaxElectionName = api.MaxElectionName
 
 // NamedElection is one [elections.NAME] table. A key left out (nil) is
 // inherited from [election], so a named election needs to say only what
@@ -117,23 +119,12 @@ func (c *Config) ElectionFor(name string) (Election, bool) {
 }
 
 // ElectionNameProblem says what is wrong with an election's name, or "".
-// A name is 1 to MaxElectionName bytes of [a-z0-9_-], starting with a
-// letter: it appears in socket paths, file names under data_dir, metric
-// labels and every message of the election.
+// The rule is the socket API's (api.CheckElectionName): the name appears in
+// socket paths, file names under data_dir, metric labels and every message
+// of the election.
 func ElectionNameProblem(name string) string {
-	switch {
-	case name == "":
-		return "is empty"
-	case len(name) > MaxElectionName:
-		return fmt.Sprintf("is %d bytes long, at most %d", len(name), MaxElectionName)
-	case name[0] < 'a' || name[0] > 'z':
-		return "must start with a lower-case letter"
-	}
-	for i := 0; i < len(name); i++ {
-		ch := name[i]
-		if (ch < 'a' || ch > 'z') && (ch < '0' || ch > '9') && ch != '-' && ch != '_' {
-			return fmt.Sprintf("has %q at byte %d; use only a-z, 0-9, '-' and '_'", ch, i)
-		}
+	if err := api.CheckElectionName(name); err != nil {
+		return err.Error()
 	}
 	return ""
 }
@@ -147,7 +138,7 @@ func (c *Config) validateElections(ch *checker) {
 	for _, name := range c.ElectionNames()[1:] {
 		table := "elections." + name
 		if p := ElectionNameProblem(name); p != "" {
-			ch.add(table, "the election name %q %s", name, p)
+			ch.add(table, "%s", p)
 			continue
 		}
 		e, _ := c.ElectionFor(name)
@@ -169,7 +160,7 @@ func parseElectionFlag(s string) (func(*Config), error) {
 		return nil, fmt.Errorf("want NAME.KEY=VALUE, such as scheduler.protocol=bully")
 	}
 	if p := ElectionNameProblem(name); p != "" {
-		return nil, fmt.Errorf("the election name %q %s", name, p)
+		return nil, fmt.Errorf("%s", p)
 	}
 	kind, known := keyKinds["election."+key]
 	if !known {

@@ -346,7 +346,7 @@ func (c *Config) validateElectionTable(ch *checker, table string, e Election) {
 	}
 	if e.Group != "" {
 		if p := ElectionNameProblem(e.Group); p != "" {
-			ch.add(table+".group", "the group name %q %s", e.Group, p)
+			ch.add(table+".group", "a group is named as an election is: %s", p)
 		}
 	}
 	switch e.RingAlgorithm {

@@ -32,7 +32,7 @@ func TestDesignContract(t *testing.T) {
 	spans := contractSpans(t, string(b))
 
 	// Config keys: spans such as `[node] name, id` and `[[check]] name`.
-	keyed := regexp.MustCompile(`^(\[\[?)([a-z_]+)\]\]? ([a-z_, ]+)$`)
+	keyed := regexp.MustCompile(`^(\[\[?)([a-zA-Z_.]+)\]\]? ([a-z_, ]+)$`)
 	documented := map[string]bool{}
 	for _, s := range spans {
 		m := keyed.FindStringSubmatch(s)
@@ -128,7 +128,8 @@ func configKey(array bool, section, key string) string {
 }
 
 // configKeys lists the keys of a config.Config: its fields are the tables
-// ([node]) and arrays of tables ([[check]]), whose fields are the keys.
+// ([node]), arrays of tables ([[check]]) and maps of tables
+// ([elections.NAME]), whose fields are the keys.
 func configKeys(cfg reflect.Type) []string {
 	var keys []string
 	for tf := range cfg.Fields() {
@@ -139,6 +140,9 @@ func configKeys(cfg reflect.Type) []string {
 		table, array := tf.Type, false
 		if table.Kind() == reflect.Slice {
 			table, array = table.Elem(), true
+		}
+		if table.Kind() == reflect.Map { // [elections.NAME]
+			table, section = table.Elem(), section+".NAME"
 		}
 		for kf := range table.Fields() {
 			if k := strings.Split(kf.Tag.Get("toml"), ",")[0]; k != "" && k != "-" {
