@@ -53,6 +53,12 @@ const (
 	minSleep = 200 * time.Microsecond
 )
 
+// maxBatchReceive bounds the messages the loop takes in one iteration
+// besides the first: enough for a frame of every election's heartbeats
+// (config.MaxElections), few enough that a flood does not starve timers
+// and the socket.
+const maxBatchReceive = 4 * 64
+
 // insecureWarnEvery is how often an agent that listens beyond loopback
 // without a cluster key (gossip.insecure) repeats its warning: one line at
 // start scrolls away, and the state is dangerous for as long as it lasts.
@@ -98,6 +104,8 @@ type Agent struct {
 	// the transport sends what goes to one peer in one frame
 	// (core.Drain's Send, flushed by handleReady).
 	sends []protocols.Message
+	// wakes is nextWake's scratch: each election's next deadline.
+	wakes []protocols.Time
 	// ceilingLog limits the warnings for terms and epochs beyond the
 	// ceiling: a hostile member may send them without end.
 	ceilingLog *ratelog.Limiter
@@ -466,6 +474,20 @@ func (a *Agent) loop(ctx context.Context, wake *time.Timer, serveErr <-chan erro
 				return errors.New("agent: transport closed")
 			}
 			a.receive(m)
+			// What else has arrived goes in the same iteration: a frame
+			// of several elections' heartbeats is answered in one frame.
+		more:
+			for range maxBatchReceive {
+				select {
+				case m, ok := <-inbound:
+					if !ok {
+						return errors.New("agent: transport closed")
+					}
+					a.receive(m)
+				default:
+					break more
+				}
+			}
 		case ev, ok := <-events:
 			if !ok {
 				return errors.New("agent: membership closed")
@@ -499,18 +521,20 @@ func (a *Agent) loop(ctx context.Context, wake *time.Timer, serveErr <-chan erro
 	}
 }
 
-// nextWake is how long the loop may sleep before a core needs a Tick.
+// nextWake is how long the loop may sleep before a core needs a Tick:
+// one election's next deadline, or with several, the wake-up the core's
+// timer slack picks to serve several at once (core.CoalescedWake).
 func (a *Agent) nextWake(now protocols.Time) time.Duration {
-	var next protocols.Time
-	for i, e := range a.elections {
+	wakes := a.wakes[:0]
+	for _, e := range a.elections {
 		t, ok := e.core.NextWake(now, maxSleep)
 		if !ok {
 			return tickInterval
 		}
-		if i == 0 || t < next {
-			next = t
-		}
+		wakes = append(wakes, t)
 	}
+	a.wakes = wakes
+	next := core.CoalescedWake(wakes, core.WakeSlack(a.cfg.Detector.HeartbeatInterval.Std()))
 	return max(next.Sub(now), minSleep)
 }
 
