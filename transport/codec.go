@@ -112,6 +112,11 @@ type wireMessage struct {
 	// The Peterson election round (ring). Older peers skip the unknown
 	// key; they run no Peterson elections, so they never need it.
 	Round uint64 `msgpack:"rd,omitempty"`
+	// The election's name, only on /conclave/election/2 (batch.go) and
+	// absent for the default election. An older peer would skip the
+	// unknown key and take the message for its default election's, so a
+	// v1 frame never carries it and a v1 reader refuses it.
+	Election string `msgpack:"el,omitempty"`
 }
 
 // wireKeys lists the keys of wireMessage; "r" is the one boolean. The
@@ -121,11 +126,13 @@ var wireKeys = map[string]int{
 	"k": 0, "f": 1, "t": 2, "tm": 3, "e": 4, "r": 5,
 	"l": 6, "c": 7, "p": 8, "h": 9, "d": 10, "x": 11,
 	"ct": 12, "ci": 13, "v": 14, "cm": 15, "cd": 16, "rd": 17,
+	"el": 18,
 }
 
 const (
-	wireKeyReject = 5
-	wireKeyVoters = 14
+	wireKeyReject   = 5
+	wireKeyVoters   = 14
+	wireKeyElection = 18
 )
 
 func toWire(m protocols.Message) wireMessage {
@@ -137,7 +144,7 @@ func toWire(m protocols.Message) wireMessage {
 		Direction: uint64(m.Direction), Context: m.Context,
 		ConfigTerm: m.ConfigTerm, ConfigIndex: m.ConfigIndex, Voters: m.Voters, Commit: m.Commit,
 		Candidacy: uint64(m.Priority) | candidacyBit(m.Ineligible),
-		Round:     m.Round,
+		Round:     m.Round, Election: m.Election,
 	}
 }
 
@@ -181,19 +188,41 @@ func fromWire(w wireMessage) (protocols.Message, error) {
 		Direction: protocols.Direction(w.Direction), Context: w.Context,
 		ConfigTerm: w.ConfigTerm, ConfigIndex: w.ConfigIndex, Voters: w.Voters, Commit: w.Commit,
 		Ineligible: w.Candidacy&wireIneligible != 0, Priority: uint8(w.Candidacy),
-		Round: w.Round,
+		Round: w.Round, Election: w.Election,
 	}, nil
 }
 
-// EncodeMessage returns the msgpack body of m, without the length prefix.
-// It refuses what a receiver would refuse (an invalid kind or direction), so
-// that every body it produces decodes back to m.
-func EncodeMessage(m protocols.Message) ([]byte, error) {
+// checkEncodable refuses what a receiver would refuse, so that every body
+// an encoder produces decodes back to its message. named says whether the
+// protocol carries election names (v2).
+func checkEncodable(m protocols.Message, named bool) error {
 	if !m.Kind.Valid() {
-		return nil, fmt.Errorf("transport: encode: %w: %d", ErrUnknownKind, uint8(m.Kind))
+		return fmt.Errorf("transport: encode: %w: %d", ErrUnknownKind, uint8(m.Kind))
 	}
 	if m.Direction > protocols.CounterClockwise {
-		return nil, fmt.Errorf("transport: encode: %w: direction %d", ErrOutOfRange, m.Direction)
+		return fmt.Errorf("transport: encode: %w: direction %d", ErrOutOfRange, m.Direction)
+	}
+	if m.Election == "" {
+		return nil
+	}
+	if !named {
+		return fmt.Errorf("transport: encode: %w: election %q: a named election's messages travel only on %s; send them to a peer that speaks it",
+			ErrOutOfRange, m.Election, BatchProtocolID)
+	}
+	if err := CheckElectionName(m.Election); err != nil {
+		return fmt.Errorf("transport: encode: %w", err)
+	}
+	return nil
+}
+
+// EncodeMessage returns the msgpack body of m as /conclave/election/1
+// carries it, without the length prefix. It refuses what a receiver would
+// refuse (an invalid kind or direction), and a message of a named election,
+// which only /conclave/election/2 carries (EncodeBatch), so that every body
+// it produces decodes back to m.
+func EncodeMessage(m protocols.Message) ([]byte, error) {
+	if err := checkEncodable(m, false); err != nil {
+		return nil, err
 	}
 	var buf bytes.Buffer
 	enc := msgpack.NewEncoder(&buf)
@@ -257,24 +286,34 @@ type frameReader struct {
 }
 
 func (fr *frameReader) read(r io.Reader, maxBytes int) (protocols.Message, error) {
+	body, err := fr.readBody(r, maxBytes)
+	if err != nil {
+		return protocols.Message{}, err
+	}
+	return DecodeMessage(body)
+}
+
+// readBody reads one frame's body into fr's buffer, which the next call
+// reuses. Errors are those of ReadFrame.
+func (fr *frameReader) readBody(r io.Reader, maxBytes int) ([]byte, error) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxMessageBytes
 	}
 	if _, err := io.ReadFull(r, fr.hdr[:]); err != nil {
 		if err == io.EOF {
-			return protocols.Message{}, io.EOF
+			return nil, io.EOF
 		}
 		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return protocols.Message{}, fmt.Errorf("%w: header: %v", ErrTruncated, err)
+			return nil, fmt.Errorf("%w: header: %v", ErrTruncated, err)
 		}
-		return protocols.Message{}, fmt.Errorf("transport: read header: %w", err)
+		return nil, fmt.Errorf("transport: read header: %w", err)
 	}
 	n := binary.BigEndian.Uint32(fr.hdr[:])
 	if uint64(n) > uint64(maxBytes) {
-		return protocols.Message{}, fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, n, maxBytes)
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, n, maxBytes)
 	}
 	if n == 0 {
-		return protocols.Message{}, fmt.Errorf("%w: empty body", ErrMalformed)
+		return nil, fmt.Errorf("%w: empty body", ErrMalformed)
 	}
 	if cap(fr.buf) < int(n) {
 		fr.buf = make([]byte, n)
@@ -282,19 +321,34 @@ func (fr *frameReader) read(r io.Reader, maxBytes int) (protocols.Message, error
 	body := fr.buf[:n]
 	if _, err := io.ReadFull(r, body); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) || err == io.EOF {
-			return protocols.Message{}, fmt.Errorf("%w: body of %d bytes: %v", ErrTruncated, n, err)
+			return nil, fmt.Errorf("%w: body of %d bytes: %v", ErrTruncated, n, err)
 		}
-		return protocols.Message{}, fmt.Errorf("transport: read body: %w", err)
+		return nil, fmt.Errorf("transport: read body: %w", err)
 	}
-	return DecodeMessage(body)
+	return body, nil
 }
 
-// checkBody walks the msgpack bytes of a message body without allocating.
-// The top level must be a map with string keys; known keys must carry an
-// unsigned integer (or a boolean for "r") and appear at most once; unknown
-// keys may carry any value except extensions, within the depth cap.
+// checkBody walks the msgpack bytes of a v1 message body without
+// allocating: one message map (checkMap) and nothing after it.
 func checkBody(b []byte) error {
 	w := walker{b: b}
+	if err := checkMap(&w, false); err != nil {
+		return err
+	}
+	if w.off != len(b) {
+		return fmt.Errorf("%w: %d of %d bytes", ErrTrailingBytes, len(b)-w.off, len(b))
+	}
+	return nil
+}
+
+// checkMap walks one message map from w's cursor without allocating. It
+// must be a map with string keys; known keys must carry an unsigned integer
+// (a boolean for "r", a string for "v" and "el") and appear at most once;
+// unknown keys may carry any value except extensions, within the depth cap.
+// named says whether the protocol carries election names: on v1 the "el"
+// key is refused, never skipped, so that no named election's message is
+// ever taken for the default election's.
+func checkMap(w *walker, named bool) error {
 	n, err := w.mapLen()
 	if err != nil {
 		return err
@@ -324,15 +378,25 @@ func checkBody(b []byte) error {
 			if s, err = w.strValue(); err == nil && len(s) > protocols.MaxVotersLen {
 				err = fmt.Errorf("%w: %d bytes, at most %d", ErrOutOfRange, len(s), protocols.MaxVotersLen)
 			}
+		case wireKeyElection:
+			if !named {
+				err = fmt.Errorf("%w: an election name on %s, which carries only the default election", ErrMalformed, ProtocolID)
+				break
+			}
+			var s []byte
+			if s, err = w.strValue(); err == nil {
+				if len(s) == 0 {
+					err = fmt.Errorf("%w: empty election name (the default election omits the key)", ErrOutOfRange)
+				} else {
+					err = checkElectionName(s)
+				}
+			}
 		default:
 			err = w.unsigned()
 		}
 		if err != nil {
 			return fmt.Errorf("field %q: %w", key, err)
 		}
-	}
-	if w.off != len(b) {
-		return fmt.Errorf("%w: %d of %d bytes", ErrTrailingBytes, len(b)-w.off, len(b))
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -25,8 +26,9 @@ import (
 	"github.com/conclave-agent/conclave/protocols"
 )
 
-// maxBatch bounds how many queued messages one stream write carries.
-const maxBatch = 64
+// maxWrite bounds how many queued messages the sender gathers for one
+// stream write; it takes units whole, so a write may carry one unit more.
+const maxWrite = MaxBatch
 
 // Host is the libp2p Transport: TCP, Noise, yamux, and with cluster keys
 // the admission handshake. It is safe for concurrent use.
@@ -71,11 +73,14 @@ type Host struct {
 // peerState is one admitted member. Its sender goroutine owns the outbound
 // stream; stop ends it when the member is removed or changes address.
 type peerState struct {
-	id    protocols.ID
-	pid   peer.ID
-	addr  ma.Multiaddr
-	queue chan protocols.Message
-	stop  chan struct{}
+	id   protocols.ID
+	pid  peer.ID
+	addr ma.Multiaddr
+	// queue holds units (a Send, or SendAll's messages for this member),
+	// queued the messages in them (DefaultQueueLen has the rule).
+	queue  chan []protocols.Message
+	queued atomic.Int64
+	stop   chan struct{}
 	// kick cuts a backoff short: the member was heard from again.
 	kick chan struct{}
 	// heard is when the member was last heard from (UnixNano): a
@@ -108,7 +113,7 @@ type peerState struct {
 
 func newPeerState(id protocols.ID, pid peer.ID, addr ma.Multiaddr, queueLen int) *peerState {
 	ps := &peerState{id: id, pid: pid, addr: addr,
-		queue: make(chan protocols.Message, queueLen), stop: make(chan struct{}), kick: make(chan struct{}, 1)}
+		queue: make(chan []protocols.Message, queueLen), stop: make(chan struct{}), kick: make(chan struct{}, 1)}
 	ps.heard.Store(time.Now().UnixNano())
 	return ps
 }
@@ -215,6 +220,9 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	t.h = h
 	h.SetStreamHandler(protocol.ID(ProtocolID), t.handleStream)
+	if !cfg.onlyV1 {
+		h.SetStreamHandler(protocol.ID(BatchProtocolID), t.handleStream)
+	}
 	h.SetStreamHandler(protocol.ID(ProbeProtocolID), t.handleProbe)
 	h.SetStreamHandler(protocol.ID(ProbeStreamProtocolID), t.handleProbeStream)
 	// A member that connects to us is back: its sender may be waiting
@@ -421,20 +429,67 @@ func (t *Host) RemovePeer(id protocols.ID) {
 func (t *Host) Send(to protocols.ID, m protocols.Message) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
+	t.enqueue(to, []protocols.Message{m})
+}
+
+// SendAll implements Transport. Each member's messages become one unit of
+// its queue, which its sender writes at once.
+func (t *Host) SendAll(msgs []protocols.Message) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for _, g := range groupByTo(msgs) {
+		t.enqueue(g[0].To, g)
+	}
+}
+
+// groupByTo splits msgs into one fresh slice per To, in order of first
+// appearance, each keeping its messages' order. An agent's iteration
+// addresses a few peers, so a linear search beats a map.
+func groupByTo(msgs []protocols.Message) [][]protocols.Message {
+	var groups [][]protocols.Message
+next:
+	for _, m := range msgs {
+		for i, g := range groups {
+			if g[0].To == m.To {
+				groups[i] = append(g, m)
+				continue next
+			}
+		}
+		groups = append(groups, []protocols.Message{m})
+	}
+	return groups
+}
+
+// enqueue queues unit for member to as a whole, or drops it as a whole
+// (DefaultQueueLen). Called with t.mu read-locked.
+func (t *Host) enqueue(to protocols.ID, unit []protocols.Message) {
 	if t.closed {
-		t.stats.drop(DropClosed)
+		t.stats.dropN(DropClosed, len(unit))
 		return
 	}
 	ps := t.peers[to]
 	if ps == nil {
-		t.stats.drop(DropUnknownPeer)
+		t.stats.dropN(DropUnknownPeer, len(unit))
 		return
 	}
 	t.sending(ps)
+	for {
+		q := ps.queued.Load()
+		if q >= int64(t.cfg.QueueLen) {
+			t.stats.dropN(DropQueueFull, len(unit))
+			return
+		}
+		if ps.queued.CompareAndSwap(q, q+int64(len(unit))) {
+			break
+		}
+	}
 	select {
-	case ps.queue <- m:
+	case ps.queue <- unit:
 	default:
-		t.stats.drop(DropQueueFull)
+		// Not reached: the channel holds QueueLen units and the count
+		// admits fewer than QueueLen messages before this one.
+		ps.queued.Add(-int64(len(unit)))
+		t.stats.dropN(DropQueueFull, len(unit))
 	}
 }
 
@@ -453,13 +508,15 @@ func (t *Host) member(p peer.ID) (protocols.ID, bool) {
 	return id, ok
 }
 
-// runSender owns one peer's outbound stream: it drains the queue in
-// batches, opens the stream lazily, and after a failure waits an
+// runSender owns one peer's outbound stream: it gathers queued units,
+// opens the stream lazily (negotiating BatchProtocolID, else ProtocolID),
+// writes everything gathered in one write, and after a failure waits an
 // exponentially growing backoff before trying again.
 func (t *Host) runSender(ps *peerState) {
 	defer t.wg.Done()
 	log := t.log.With(zap.Uint64("member", uint64(ps.id)), zap.Stringer("peer", ps.pid))
 	var s network.Stream
+	var v2 bool // s speaks BatchProtocolID
 	defer func() {
 		if s != nil {
 			_ = s.Close()
@@ -467,40 +524,50 @@ func (t *Host) runSender(ps *peerState) {
 	}()
 	backoff := t.cfg.MinBackoff
 	failures := 0
-	buf := make([]byte, 0, 1024)
-	kinds := make([]protocols.MessageKind, 0, maxBatch)
+	pending := make([]protocols.Message, 0, maxWrite)
+	kinds := make([]protocols.MessageKind, 0, maxWrite)
+	enc := newMapEncoder()
+	var pk framePacker
+	take := func(unit []protocols.Message) {
+		ps.queued.Add(-int64(len(unit)))
+		pending = append(pending, unit...)
+	}
 	for {
-		var m protocols.Message
+		pending = pending[:0]
 		select {
 		case <-ps.stop:
 			return
-		case m = <-ps.queue:
+		case unit := <-ps.queue:
+			take(unit)
 		}
-		buf, kinds = buf[:0], kinds[:0]
-		buf, kinds = t.appendBatch(log, buf, kinds, m)
 	drain:
-		for len(kinds) < maxBatch {
+		for len(pending) < maxWrite {
 			select {
-			case m = <-ps.queue:
-				buf, kinds = t.appendBatch(log, buf, kinds, m)
+			case unit := <-ps.queue:
+				take(unit)
 			default:
 				break drain
 			}
-		}
-		if len(kinds) == 0 {
-			continue
 		}
 		if s != nil && s.Conn().IsClosed() {
 			_ = s.Reset()
 			s = nil
 		}
 		var err error
+		lost := len(pending)
 		if s == nil {
-			s, err = t.openStream(ps)
+			if s, err = t.openStream(ps); err == nil {
+				v2 = s.Protocol() == protocol.ID(BatchProtocolID)
+			}
 		}
 		if err == nil {
+			kinds = t.encodeWrite(log, &pk, enc, kinds[:0], pending, v2)
+			if len(kinds) == 0 {
+				continue
+			}
+			lost = len(kinds)
 			_ = s.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout))
-			if _, err = s.Write(buf); err != nil {
+			if _, err = s.Write(pk.out); err != nil {
 				// A partial write leaves the stream mid-frame: only a
 				// fresh stream can carry the next message.
 				_ = s.Reset()
@@ -516,11 +583,10 @@ func (t *Host) runSender(ps *peerState) {
 			for _, k := range kinds {
 				t.stats.sent[k].Add(1)
 			}
+			t.stats.wrote(pk.frames, len(pk.out))
 			continue
 		}
-		for range kinds {
-			t.stats.drop(DropSendFailed)
-		}
+		t.stats.dropN(DropSendFailed, lost)
 		select {
 		case <-ps.stop:
 			// Removed while sending (a member that left): the gater now
@@ -536,7 +602,7 @@ func (t *Host) runSender(ps *peerState) {
 			lvl = log.Warn
 		}
 		lvl("cannot send to peer; dropping messages and retrying with backoff",
-			zap.Int("dropped", len(kinds)), zap.Duration("backoff", backoff),
+			zap.Int("dropped", lost), zap.Duration("backoff", backoff),
 			zap.String("hint", t.dialHint(err)), zap.Error(err))
 		timer := time.NewTimer(backoff)
 		select {
@@ -553,6 +619,46 @@ func (t *Host) runSender(ps *peerState) {
 		}
 		backoff = min(2*backoff, t.cfg.MaxBackoff)
 	}
+}
+
+// encodeWrite encodes msgs into pk.out for a stream of the negotiated
+// protocol: coalesced frames on v2, one frame per message on v1, where a
+// named election's message is dropped (DropUnsupported), never sent, and
+// returns kinds with the kind of each message that goes. A message that
+// cannot be encoded is dropped and logged.
+func (t *Host) encodeWrite(log *zap.Logger, pk *framePacker, enc *mapEncoder, kinds []protocols.MessageKind, msgs []protocols.Message, v2 bool) []protocols.MessageKind {
+	pk.reset(t.cfg.MaxMessageBytes)
+	unsupported := 0
+	for _, m := range msgs {
+		if !v2 && m.Election != "" {
+			unsupported++
+			continue
+		}
+		b, err := enc.encode(m)
+		if err != nil {
+			t.stats.drop(Reason(err))
+			log.Error("refusing to send a message that cannot be encoded", zap.Stringer("msg", m), zap.Error(err))
+			continue
+		}
+		if v2 {
+			pk.add(b)
+		} else {
+			// A v1 body is the same map: the default election's
+			// messages carry no "el" key.
+			pk.out = binary.BigEndian.AppendUint32(pk.out, uint32(len(b)))
+			pk.out = append(pk.out, b...)
+			pk.frames++
+		}
+		kinds = append(kinds, m.Kind)
+	}
+	pk.flush()
+	if unsupported > 0 {
+		t.stats.dropN(DropUnsupported, unsupported)
+		warnLimited(log, "dropping named elections' messages to a peer that speaks only "+ProtocolID,
+			zap.Int("dropped", unsupported),
+			zap.String("hint", "the peer runs a release that knows only the default election: upgrade it to take part in named elections"))
+	}
+	return kinds
 }
 
 // dialHint turns the usual causes of a failed send into advice, because the
@@ -575,20 +681,14 @@ func (t *Host) dialHint(err error) string {
 	}
 }
 
-func (t *Host) appendBatch(log *zap.Logger, buf []byte, kinds []protocols.MessageKind, m protocols.Message) ([]byte, []protocols.MessageKind) {
-	out, err := AppendFrame(buf, m)
-	if err != nil {
-		t.stats.drop(Reason(err))
-		log.Error("refusing to send a message that cannot be encoded", zap.Stringer("msg", m), zap.Error(err))
-		return buf, kinds
-	}
-	return out, append(kinds, m.Kind)
-}
-
 func (t *Host) openStream(ps *peerState) (network.Stream, error) {
 	ctx, cancel := context.WithTimeout(t.ctx, t.cfg.DialTimeout)
 	defer cancel()
-	s, err := t.h.NewStream(ctx, ps.pid, protocol.ID(ProtocolID))
+	pids := []protocol.ID{BatchProtocolID, ProtocolID}
+	if t.cfg.onlyV1 {
+		pids = pids[1:]
+	}
+	s, err := t.h.NewStream(ctx, ps.pid, pids...)
 	if err != nil {
 		return nil, fmt.Errorf("open stream: %w", err)
 	}
@@ -630,9 +730,23 @@ func (t *Host) handleStream(s network.Stream) {
 	_ = s.CloseWrite()
 	log := t.log.With(zap.Uint64("member", uint64(id)), zap.Stringer("peer", remote))
 
-	var fr frameReader
+	v2 := s.Protocol() == protocol.ID(BatchProtocolID)
+	var (
+		fr    frameReader
+		bd    batchDecoder
+		batch []protocols.Message
+	)
 	for {
-		m, err := fr.read(s, t.cfg.MaxMessageBytes)
+		body, err := fr.readBody(s, t.cfg.MaxMessageBytes)
+		if err == nil {
+			if v2 {
+				batch, err = bd.decode(batch, body)
+			} else {
+				var m protocols.Message
+				m, err = DecodeMessage(body)
+				batch = append(batch[:0], m)
+			}
+		}
 		if err == io.EOF {
 			_ = s.Close()
 			return
@@ -657,32 +771,39 @@ func (t *Host) handleStream(s network.Stream) {
 			_ = s.Reset()
 			return
 		}
-		if m.From != cur {
-			t.stats.drop(DropSpoofedFrom)
-			log.Warn("closing election stream: message From does not match the sending member",
-				zap.Uint64("from", uint64(m.From)), zap.Uint64("expected", uint64(cur)), zap.Stringer("kind", m.Kind))
-			_ = s.Reset()
-			return
+		// A frame is taken or refused whole: one message that speaks
+		// for another member condemns the stream it came on.
+		for _, m := range batch {
+			if m.From != cur {
+				t.stats.drop(DropSpoofedFrom)
+				log.Warn("closing election stream: message From does not match the sending member",
+					zap.Uint64("from", uint64(m.From)), zap.Uint64("expected", uint64(cur)), zap.Stringer("kind", m.Kind))
+				_ = s.Reset()
+				return
+			}
 		}
+		t.stats.framesIn.Add(1)
 		if ps := t.peerOf(cur); ps != nil {
 			t.heard(ps)
 		}
-		if m.To != t.cfg.Self && m.To != protocols.None {
-			t.stats.drop(DropMisaddressed)
-			log.Debug("dropping misaddressed message", zap.Stringer("msg", m))
-			continue
-		}
-		// Wait for room rather than drop: each member's stream has one
-		// reader, and the readers waiting on a full Inbound are served in
-		// turn, so a member that floods only slows its own stream (and,
-		// through flow control, its own sender's queue) and can no longer
-		// get other members' heartbeats dropped.
-		select {
-		case t.inbound <- m:
-			t.stats.received[m.Kind].Add(1)
-		case <-t.ctx.Done():
-			_ = s.Reset()
-			return
+		for _, m := range batch {
+			if m.To != t.cfg.Self && m.To != protocols.None {
+				t.stats.drop(DropMisaddressed)
+				log.Debug("dropping misaddressed message", zap.Stringer("msg", m))
+				continue
+			}
+			// Wait for room rather than drop: each member's stream has
+			// one reader, and the readers waiting on a full Inbound are
+			// served in turn, so a member that floods only slows its own
+			// stream (and, through flow control, its own sender's queue)
+			// and can no longer get other members' heartbeats dropped.
+			select {
+			case t.inbound <- m:
+				t.stats.received[m.Kind].Add(1)
+			case <-t.ctx.Done():
+				_ = s.Reset()
+				return
+			}
 		}
 	}
 }

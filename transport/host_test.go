@@ -120,13 +120,15 @@ func hasLog(logs *observer.ObservedLogs, snippet string) bool {
 	return logs.FilterMessageSnippet(snippet).Len() > 0
 }
 
-// outboundElectionStreams counts a's open outbound election streams to b.
+// outboundElectionStreams counts a's open outbound election streams to b,
+// of either protocol.
 func outboundElectionStreams(a *testHost, b *testHost) int {
 	pid, _ := peer.Decode(b.PeerID())
 	n := 0
 	for _, c := range a.h.Network().ConnsToPeer(pid) {
 		for _, s := range c.GetStreams() {
-			if s.Protocol() == protocol.ID(ProtocolID) && s.Stat().Direction == network.DirOutbound {
+			p := s.Protocol()
+			if (p == ProtocolID || p == BatchProtocolID) && s.Stat().Direction == network.DirOutbound {
 				n++
 			}
 		}

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"sync"
@@ -124,61 +125,114 @@ func (t *MemTransport) RemovePeer(id protocols.ID) {
 
 // Send implements Transport. It delivers at once or drops; it never blocks.
 func (t *MemTransport) Send(to protocols.ID, m protocols.Message) {
+	t.sendGroup(to, []protocols.Message{m})
+}
+
+// SendAll implements Transport. Each member's messages travel as the
+// coalesced frames of BatchProtocolID would carry them (MaxBatch to a
+// frame), counted as one write, and are delivered at once or dropped.
+func (t *MemTransport) SendAll(msgs []protocols.Message) {
+	for _, g := range groupByTo(msgs) {
+		t.sendGroup(g[0].To, g)
+	}
+}
+
+func (t *MemTransport) sendGroup(to protocols.ID, msgs []protocols.Message) {
 	t.mu.RLock()
 	closed := t.closed
 	pid, ok := t.peers[to]
 	t.mu.RUnlock()
 	switch {
 	case closed:
-		t.stats.drop(DropClosed)
+		t.stats.dropN(DropClosed, len(msgs))
 		return
 	case !ok:
-		t.stats.drop(DropUnknownPeer)
+		t.stats.dropN(DropUnknownPeer, len(msgs))
 		return
 	}
-	// Encode and decode so the twin refuses exactly what the wire refuses.
-	f, err := EncodeMessage(m)
-	if err == nil {
-		m, err = DecodeMessage(f)
+	// Encode and decode so the twin refuses exactly what the wire
+	// refuses: a message that cannot be encoded is dropped alone, as the
+	// Host's sender drops it.
+	enc := newMapEncoder()
+	var pk framePacker
+	pk.reset(DefaultMaxMessageBytes)
+	encoded := 0
+	for _, m := range msgs {
+		b, err := enc.encode(m)
+		if err != nil {
+			t.stats.drop(Reason(err))
+			continue
+		}
+		pk.add(b)
+		encoded++
 	}
-	if err != nil {
-		t.stats.drop(Reason(err))
+	pk.flush()
+	if pk.frames == 0 {
 		return
 	}
 	t.net.mu.RLock()
 	dst := t.net.nodes[pid]
 	t.net.mu.RUnlock()
 	if dst == nil {
-		t.stats.drop(DropSendFailed)
+		t.stats.dropN(DropSendFailed, encoded)
 		return
 	}
-	t.stats.sent[m.Kind].Add(1)
-	dst.deliver(t.peerID, m)
+	t.stats.wrote(pk.frames, len(pk.out))
+	var fr frameReader
+	var bd batchDecoder
+	r := bytes.NewReader(pk.out)
+	for r.Len() > 0 {
+		body, err := fr.readBody(r, DefaultMaxMessageBytes)
+		var got []protocols.Message
+		if err == nil {
+			got, err = bd.decode(nil, body)
+		}
+		if err != nil {
+			// Not reached: the packer writes what the reader takes.
+			t.stats.drop(Reason(err))
+			return
+		}
+		for _, m := range got {
+			t.stats.sent[m.Kind].Add(1)
+		}
+		dst.deliver(t.peerID, got)
+	}
 }
 
-func (t *MemTransport) deliver(fromPeer string, m protocols.Message) {
+// deliver applies the Host's reader's rules to the messages of one frame:
+// the frame is refused whole when the sender is not admitted or one of its
+// messages claims another From, and a misaddressed message is dropped
+// alone.
+func (t *MemTransport) deliver(fromPeer string, msgs []protocols.Message) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	if t.closed {
 		return
 	}
 	id, ok := t.byPeer[fromPeer]
-	switch {
-	case !ok:
+	if !ok {
 		t.stats.drop(DropUnauthorized)
 		return
-	case m.From != id:
-		t.stats.drop(DropSpoofedFrom)
-		return
-	case m.To != t.self && m.To != protocols.None:
-		t.stats.drop(DropMisaddressed)
-		return
 	}
-	select {
-	case t.inbound <- m:
-		t.stats.received[m.Kind].Add(1)
-	default:
-		t.stats.drop(DropInboundFull)
+	for _, m := range msgs {
+		if m.From != id {
+			t.stats.drop(DropSpoofedFrom)
+			return
+		}
+	}
+	t.stats.framesIn.Add(1)
+	for _, m := range msgs {
+		switch {
+		case m.To != t.self && m.To != protocols.None:
+			t.stats.drop(DropMisaddressed)
+			continue
+		}
+		select {
+		case t.inbound <- m:
+			t.stats.received[m.Kind].Add(1)
+		default:
+			t.stats.drop(DropInboundFull)
+		}
 	}
 }
 

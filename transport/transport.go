@@ -19,8 +19,16 @@ import (
 // stream) is dropped and counted in Stats. All methods are safe for
 // concurrent use.
 type Transport interface {
-	// Send queues m for the member to. It never blocks the caller.
+	// Send queues m for the member to. It never blocks the caller. It is
+	// SendAll of one message.
 	Send(to protocols.ID, m protocols.Message)
+	// SendAll queues msgs, each for the member its To names, as one unit
+	// per member: the member's sender writes a unit at once, in one
+	// coalesced frame when the member speaks BatchProtocolID, so a
+	// member costs one write per call however many elections the
+	// messages belong to. Messages to the same member keep their order.
+	// It never blocks the caller and does not keep msgs.
+	SendAll(msgs []protocols.Message)
 	// Inbound delivers authenticated messages addressed to this node. It is
 	// closed when Close returns.
 	Inbound() <-chan protocols.Message
@@ -51,14 +59,23 @@ var (
 	_ Transport = (*MemTransport)(nil)
 )
 
-// ProtocolID is the libp2p stream protocol election messages travel on.
+// ProtocolID is the first libp2p stream protocol election messages travel
+// on: one message per frame, the default election's only. Every release
+// speaks it; BatchProtocolID (batch.go) is preferred when both sides know
+// it.
 const ProtocolID = "/conclave/election/1"
 
 // Defaults applied by New for zero Config fields.
 const (
-	// DefaultQueueLen bounds each peer's outbound queue. A majority leader
-	// sends one heartbeat per peer per interval; 64 covers bursts (an
-	// election plus heartbeats) while a dead peer holds little memory.
+	// DefaultQueueLen bounds each peer's outbound queue, in messages. A
+	// majority leader sends one heartbeat per peer per interval; 64 covers
+	// bursts (an election plus heartbeats) while a dead peer holds little
+	// memory. The queue holds units (a Send, or SendAll's messages for
+	// one peer) and takes or refuses each whole: a unit is taken while
+	// fewer than QueueLen messages wait, however large, so a coalesced
+	// batch is never cut or refused for its size alone, and the queue
+	// never holds more than QueueLen-1 messages plus one unit. A refused
+	// unit counts one DropQueueFull per message.
 	DefaultQueueLen = 64
 	// DefaultInboundLen bounds the inbound channel the agent drains.
 	DefaultInboundLen = 1024
@@ -135,6 +152,10 @@ type Config struct {
 	// probes: with n idle members each is probed at most every
 	// n·IdleProbeSpacing.
 	IdleProbeSpacing time.Duration
+
+	// onlyV1 makes the host speak ProtocolID alone, as releases up to
+	// v0.1.0 do: tests use it to stand for such a peer.
+	onlyV1 bool
 }
 
 func (c *Config) setDefaults() {
@@ -199,11 +220,14 @@ const (
 	DropMisaddressed = "misaddressed"
 	// DropClosed: Send after Close.
 	DropClosed = "closed"
+	// DropUnsupported: a named election's message to a peer that speaks
+	// only ProtocolID (a release up to v0.1.0), which cannot carry it.
+	DropUnsupported = "unsupported_election"
 )
 
 var dropReasons = []string{
 	DropUnknownPeer, DropQueueFull, DropSendFailed, DropInboundFull,
-	DropUnauthorized, DropSpoofedFrom, DropMisaddressed, DropClosed,
+	DropUnauthorized, DropSpoofedFrom, DropMisaddressed, DropClosed, DropUnsupported,
 	ReasonTooLarge, ReasonTruncated, ReasonMalformed, ReasonTrailingBytes,
 	ReasonUnknownKind, ReasonOutOfRange, ReasonOther,
 }
@@ -217,12 +241,28 @@ type Stats struct {
 	Received map[string]uint64
 	// Dropped counts messages and frames lost, by reason.
 	Dropped map[string]uint64
+	// FramesSent counts frames written: a v1 frame carries one message,
+	// a v2 frame up to MaxBatch. Writes counts stream writes, each one or
+	// more frames (the sender's system calls), and BytesSent their bytes,
+	// length prefixes included. MemTransport counts each SendAll group
+	// as one write.
+	FramesSent, Writes, BytesSent uint64
+	// FramesReceived counts frames read and accepted, of either protocol.
+	FramesReceived uint64
 }
 
 // counters are lock-free so Send and the readers never contend on them.
 type counters struct {
-	sent, received [256]atomic.Uint64
-	dropped        map[string]*atomic.Uint64 // fixed key set, never written after init
+	sent, received                  [256]atomic.Uint64
+	dropped                         map[string]*atomic.Uint64 // fixed key set, never written after init
+	frames, writes, bytes, framesIn atomic.Uint64
+}
+
+// wrote counts one successful write of frames frames and n bytes.
+func (c *counters) wrote(frames, n int) {
+	c.frames.Add(uint64(frames))
+	c.writes.Add(1)
+	c.bytes.Add(uint64(n))
 }
 
 func newCounters() *counters {
@@ -233,16 +273,20 @@ func newCounters() *counters {
 	return c
 }
 
-func (c *counters) drop(reason string) {
-	if n, ok := c.dropped[reason]; ok {
-		n.Add(1)
+func (c *counters) drop(reason string) { c.dropN(reason, 1) }
+
+// dropN counts n messages lost for reason.
+func (c *counters) dropN(reason string, n int) {
+	if v, ok := c.dropped[reason]; ok {
+		v.Add(uint64(n))
 		return
 	}
-	c.dropped[ReasonOther].Add(1)
+	c.dropped[ReasonOther].Add(uint64(n))
 }
 
 func (c *counters) snapshot() Stats {
-	s := Stats{Sent: map[string]uint64{}, Received: map[string]uint64{}, Dropped: map[string]uint64{}}
+	s := Stats{Sent: map[string]uint64{}, Received: map[string]uint64{}, Dropped: map[string]uint64{},
+		FramesSent: c.frames.Load(), Writes: c.writes.Load(), BytesSent: c.bytes.Load(), FramesReceived: c.framesIn.Load()}
 	for k := range 256 {
 		name := protocols.MessageKind(k).String()
 		if n := c.sent[k].Load(); n > 0 {
