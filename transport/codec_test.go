@@ -378,8 +378,16 @@ func checkRoundTrip(t *testing.T, m protocols.Message) {
 // -update-corpus after changing a table.
 func TestSeedCorpus(t *testing.T) {
 	sets := map[string]map[string][]byte{
-		"FuzzDecodeMessage": {},
-		"FuzzReadFrame":     {},
+		"FuzzDecodeMessage":  {},
+		"FuzzReadFrame":      {},
+		"FuzzDecodeBatch":    {},
+		"FuzzReadBatchFrame": {},
+	}
+	for _, c := range hostileBatches(t) {
+		sets["FuzzDecodeBatch"]["seed_"+c.name] = c.body
+		if len(c.body) <= testMax {
+			sets["FuzzReadBatchFrame"]["seed_"+c.name] = frameOf(c.body)
+		}
 	}
 	for _, c := range hostileBodies(t) {
 		sets["FuzzDecodeMessage"]["seed_"+c.name] = c.body

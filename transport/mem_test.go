@@ -87,3 +87,47 @@ func TestMemClose(t *testing.T) {
 		t.Fatalf("stats %+v", b.Stats())
 	}
 }
+
+// TestMemSendAll: the twin coalesces as the Host does (one write, one
+// frame per member for a SendAll), keeps election names, drops alone a
+// message the wire would refuse, and refuses a frame whole for a spoofed
+// From.
+func TestMemSendAll(t *testing.T) {
+	n, a, b := memPair(t, 0)
+	c := n.Node(3, 0)
+	t.Cleanup(func() { c.Close() })
+	if err := a.SetPeer(3, c.PeerID(), ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetPeer(1, a.PeerID(), ""); err != nil {
+		t.Fatal(err)
+	}
+	var msgs []protocols.Message
+	for i, el := range testElections {
+		msgs = append(msgs, named(el, 1, 2, uint64(i)), named(el, 1, 3, uint64(i)))
+	}
+	msgs = append(msgs, named("default", 1, 2, 99)) // refused by the encoder, alone
+	a.SendAll(msgs)
+	for _, y := range []*MemTransport{b, c} {
+		for i, el := range testElections {
+			if m := <-y.Inbound(); m.Election != el || m.Context != uint64(i) {
+				t.Fatalf("node %d got %v, want election %q context %d", y.self, m, el, i)
+			}
+		}
+		if len(y.Inbound()) != 0 {
+			t.Fatalf("node %d got more: %v", y.self, <-y.Inbound())
+		}
+	}
+	st := a.Stats()
+	if st.Writes != 2 || st.FramesSent != 2 || st.Dropped[ReasonOutOfRange] != 1 || st.Sent["Heartbeat"] != uint64(2*len(testElections)) {
+		t.Fatalf("a's stats %+v", st)
+	}
+	if st := b.Stats(); st.FramesReceived != 1 {
+		t.Fatalf("b's stats %+v, want one frame", st)
+	}
+
+	b.SendAll([]protocols.Message{named("db", 2, 1, 1), named("db", 3, 1, 2)})
+	if len(a.Inbound()) != 0 || a.Stats().Dropped[DropSpoofedFrom] != 1 {
+		t.Fatalf("a took a frame with a spoofed From: %+v", a.Stats())
+	}
+}
