@@ -1,12 +1,9 @@
 package transport
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
-
-	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/conclave-agent/conclave/protocols"
 )
@@ -70,28 +67,18 @@ func checkElectionName[T string | []byte](name T) error {
 }
 
 // mapEncoder encodes message maps into one reused buffer.
-type mapEncoder struct {
-	buf bytes.Buffer
-	enc *msgpack.Encoder
-}
+type mapEncoder struct{ buf []byte }
 
-func newMapEncoder() *mapEncoder {
-	e := &mapEncoder{}
-	e.enc = msgpack.NewEncoder(&e.buf)
-	e.enc.UseCompactInts(true)
-	return e
-}
+func newMapEncoder() *mapEncoder { return &mapEncoder{} }
 
 // encode returns m's map as v2 carries it, valid until the next call.
 func (e *mapEncoder) encode(m protocols.Message) ([]byte, error) {
 	if err := checkEncodable(m, true); err != nil {
 		return nil, err
 	}
-	e.buf.Reset()
-	if err := e.enc.Encode(toWire(m)); err != nil {
-		return nil, fmt.Errorf("transport: encode %s: %w", m.Kind, err)
-	}
-	return e.buf.Bytes(), nil
+	w := toWire(m)
+	e.buf = appendWire(e.buf[:0], &w)
+	return e.buf, nil
 }
 
 // arrayHeaderLen is the size of a msgpack array header for n elements.
@@ -186,11 +173,11 @@ func (p *framePacker) flush() {
 }
 
 // DecodeBatch decodes one /conclave/election/2 frame body. As DecodeMessage
-// does for v1, it checks the structure first: an array of 1..MaxBatch
-// elements whose count fits in the bytes left, each a message map with
-// known fields of their type and a valid election name, nothing after the
-// array. One bad message refuses the whole frame. Every error wraps one of
-// the Err* sentinels.
+// does for v1, it checks the bytes as it reads them: an array of
+// 1..MaxBatch elements whose count fits in the bytes left, each a message
+// map with known fields of their type and a valid election name, nothing
+// after the array. One bad message refuses the whole frame. Every error
+// wraps one of the Err* sentinels.
 func DecodeBatch(body []byte) ([]protocols.Message, error) {
 	var d batchDecoder
 	return d.decode(nil, body)
@@ -207,68 +194,42 @@ func ReadBatchFrame(r io.Reader, maxBytes int) ([]protocols.Message, error) {
 	return DecodeBatch(body)
 }
 
-// batchDecoder reuses one msgpack decoder across the frames of a stream.
+// batchDecoder decodes the frames of one stream, interning their strings.
 type batchDecoder struct {
-	r   bytes.Reader
-	dec *msgpack.Decoder
+	names stringCache
 }
 
-// decode appends body's messages to dst[:0]. On error it returns dst[:0]
-// and nothing of the frame is to be used.
+// decode appends body's messages to dst[:0]. It checks as it reads
+// (decodeMap), and on error it returns dst[:0]: nothing of the frame is to
+// be used.
 func (d *batchDecoder) decode(dst []protocols.Message, body []byte) ([]protocols.Message, error) {
 	dst = dst[:0]
-	n, err := checkBatch(body)
+	w := walker{b: body}
+	n, err := w.arrayLen()
 	if err != nil {
 		return dst, err
 	}
-	d.r.Reset(body)
-	if d.dec == nil {
-		d.dec = msgpack.NewDecoder(&d.r)
-	} else {
-		d.dec.Reset(&d.r)
+	if n == 0 {
+		return dst, fmt.Errorf("%w: a frame of no messages", ErrMalformed)
 	}
-	if _, err := d.dec.DecodeArrayLen(); err != nil {
-		return dst, fmt.Errorf("%w: %v", ErrMalformed, err)
+	if n > MaxBatch {
+		return dst, fmt.Errorf("%w: a frame of %d messages, at most %d", ErrOutOfRange, n, MaxBatch)
 	}
-	for i := range n {
-		var w wireMessage
-		if err := d.dec.Decode(&w); err != nil {
-			// checkBatch should have caught anything the decoder
-			// refuses; still an error, never a panic.
-			return dst[:0], fmt.Errorf("%w: message %d: %v", ErrMalformed, i, err)
+	for i := range int(n) {
+		var wm wireMessage
+		if err := decodeMap(&w, true, &wm, &d.names); err != nil {
+			return dst[:0], fmt.Errorf("message %d: %w", i, err)
 		}
-		m, err := fromWire(w)
+		m, err := fromWire(wm, &d.names)
 		if err != nil {
 			return dst[:0], fmt.Errorf("message %d: %w", i, err)
 		}
 		dst = append(dst, m)
 	}
+	if w.off != len(body) {
+		return dst[:0], fmt.Errorf("%w: %d of %d bytes", ErrTrailingBytes, len(body)-w.off, len(body))
+	}
 	return dst, nil
-}
-
-// checkBatch walks a v2 body without allocating and returns its message
-// count.
-func checkBatch(b []byte) (int, error) {
-	w := walker{b: b}
-	n, err := w.arrayLen()
-	if err != nil {
-		return 0, err
-	}
-	if n == 0 {
-		return 0, fmt.Errorf("%w: a frame of no messages", ErrMalformed)
-	}
-	if n > MaxBatch {
-		return 0, fmt.Errorf("%w: a frame of %d messages, at most %d", ErrOutOfRange, n, MaxBatch)
-	}
-	for i := range n {
-		if err := checkMap(&w, true); err != nil {
-			return 0, fmt.Errorf("message %d: %w", i, err)
-		}
-	}
-	if w.off != len(b) {
-		return 0, fmt.Errorf("%w: %d of %d bytes", ErrTrailingBytes, len(b)-w.off, len(b))
-	}
-	return int(n), nil
 }
 
 // arrayLen reads an array header whose count fits in the bytes left (each

@@ -330,6 +330,9 @@ func FuzzDecodeBatch(f *testing.F) {
 		if len(ms) == 0 || len(ms) > MaxBatch {
 			t.Fatalf("accepted a batch of %d", len(ms))
 		}
+		for _, m := range batchMaps(body) {
+			checkDecodeMatches(t, m, true)
+		}
 		// What was accepted re-encodes and decodes to the same messages.
 		again, err := EncodeBatch(ms)
 		if err != nil {
@@ -419,6 +422,13 @@ func TestBatchDecoderReuse(t *testing.T) {
 		}
 		if ms, err = bd.decode(ms, body); err != nil || len(ms) != 1 || ms[0] != want {
 			t.Fatalf("frame %d: %v, %v; want %v", i, ms, err, want)
+		}
+	}
+	// A voter list remembered as valid does not vouch for another.
+	bad := cat([]byte{0x91, 0x82, 0xa1, 'k', 0x05, 0xa1, 'v', 0xa5}, []byte("n2,n1"))
+	for range 2 {
+		if _, err := bd.decode(ms, bad); !errors.Is(err, ErrOutOfRange) {
+			t.Fatalf("unsorted voters after valid ones: err %v, want ErrOutOfRange", err)
 		}
 	}
 }

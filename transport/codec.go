@@ -1,14 +1,11 @@
 package transport
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-
-	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/conclave-agent/conclave/protocols"
 )
@@ -119,22 +116,6 @@ type wireMessage struct {
 	Election string `msgpack:"el,omitempty"`
 }
 
-// wireKeys lists the keys of wireMessage; "r" is the one boolean. The
-// structural check uses it to insist on the right type per known field, so
-// a negative integer can never reach the decoder (which would wrap it).
-var wireKeys = map[string]int{
-	"k": 0, "f": 1, "t": 2, "tm": 3, "e": 4, "r": 5,
-	"l": 6, "c": 7, "p": 8, "h": 9, "d": 10, "x": 11,
-	"ct": 12, "ci": 13, "v": 14, "cm": 15, "cd": 16, "rd": 17,
-	"el": 18,
-}
-
-const (
-	wireKeyReject   = 5
-	wireKeyVoters   = 14
-	wireKeyElection = 18
-)
-
 func toWire(m protocols.Message) wireMessage {
 	return wireMessage{
 		Kind: uint64(m.Kind), From: uint64(m.From), To: uint64(m.To),
@@ -158,7 +139,10 @@ func candidacyBit(ineligible bool) uint64 {
 	return 0
 }
 
-func fromWire(w wireMessage) (protocols.Message, error) {
+// fromWire range-checks w. names, if not nil, remembers the voter lists
+// already found valid: every heartbeat carries one, and checking it
+// allocates.
+func fromWire(w wireMessage, names *stringCache) (protocols.Message, error) {
 	if w.Kind > math.MaxUint8 {
 		return protocols.Message{}, fmt.Errorf("%w: kind %d", ErrOutOfRange, w.Kind)
 	}
@@ -175,10 +159,12 @@ func fromWire(w wireMessage) (protocols.Message, error) {
 	if !k.Valid() {
 		return protocols.Message{}, fmt.Errorf("%w: %d", ErrUnknownKind, w.Kind)
 	}
-	if c := (protocols.Configuration{Term: w.ConfigTerm, Index: w.ConfigIndex, Voters: w.Voters}); c.Voters != "" {
+	if c := (protocols.Configuration{Term: w.ConfigTerm, Index: w.ConfigIndex, Voters: w.Voters}); c.Voters != "" && !names.valid(c.Voters) {
+		// Check reads only the voter list once it is not empty.
 		if err := c.Check(); err != nil {
 			return protocols.Message{}, fmt.Errorf("%w: voters: %v", ErrOutOfRange, err)
 		}
+		names.setValid(c.Voters)
 	}
 	return protocols.Message{
 		Kind: k, From: protocols.ID(w.From), To: protocols.ID(w.To),
@@ -224,13 +210,8 @@ func EncodeMessage(m protocols.Message) ([]byte, error) {
 	if err := checkEncodable(m, false); err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	enc := msgpack.NewEncoder(&buf)
-	enc.UseCompactInts(true)
-	if err := enc.Encode(toWire(m)); err != nil {
-		return nil, fmt.Errorf("transport: encode %s: %w", m.Kind, err)
-	}
-	return buf.Bytes(), nil
+	w := toWire(m)
+	return appendWire(nil, &w), nil
 }
 
 // AppendFrame appends the frame of m (length prefix and body) to dst.
@@ -248,24 +229,16 @@ func EncodeFrame(m protocols.Message) ([]byte, error) {
 	return AppendFrame(nil, m)
 }
 
-// DecodeMessage decodes one frame body. It checks the structure of the
-// bytes before msgpack sees them: every declared length and count must fit
-// in the bytes left, nesting is capped, known fields must have their type
-// and no bytes may follow the message. Only then does a fresh decoder (never
-// the pooled msgpack.Unmarshal, which would keep a hostile buffer alive)
-// decode it.
+// DecodeMessage decodes one v1 frame body. It checks the bytes as it
+// reads them (decodeMap): every declared length and count must fit in the
+// bytes left, nesting is capped, known fields must have their type and no
+// bytes may follow the message.
 func DecodeMessage(body []byte) (protocols.Message, error) {
-	if err := checkBody(body); err != nil {
+	var w wireMessage
+	if err := decodeBody(body, &w); err != nil {
 		return protocols.Message{}, err
 	}
-	var w wireMessage
-	dec := msgpack.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&w); err != nil {
-		// checkBody should have caught anything the decoder refuses;
-		// still an error, never a panic.
-		return protocols.Message{}, fmt.Errorf("%w: %v", ErrMalformed, err)
-	}
-	return fromWire(w)
+	return fromWire(w, nil)
 }
 
 // ReadFrame reads one frame from r and decodes it. The length prefix is
@@ -328,11 +301,11 @@ func (fr *frameReader) readBody(r io.Reader, maxBytes int) ([]byte, error) {
 	return body, nil
 }
 
-// checkBody walks the msgpack bytes of a v1 message body without
-// allocating: one message map (checkMap) and nothing after it.
-func checkBody(b []byte) error {
+// decodeBody decodes a v1 message body: one message map (decodeMap) and
+// nothing after it.
+func decodeBody(b []byte, out *wireMessage) error {
 	w := walker{b: b}
-	if err := checkMap(&w, false); err != nil {
+	if err := decodeMap(&w, false, out, nil); err != nil {
 		return err
 	}
 	if w.off != len(b) {
@@ -341,14 +314,21 @@ func checkBody(b []byte) error {
 	return nil
 }
 
-// checkMap walks one message map from w's cursor without allocating. It
-// must be a map with string keys; known keys must carry an unsigned integer
-// (a boolean for "r", a string for "v" and "el") and appear at most once;
-// unknown keys may carry any value except extensions, within the depth cap.
-// named says whether the protocol carries election names: on v1 the "el"
-// key is refused, never skipped, so that no named election's message is
-// ever taken for the default election's.
-func checkMap(w *walker, named bool) error {
+// decodeMap reads one message map from w's cursor into out, which the
+// caller zeroes. It checks as it goes, before anything is allocated: a
+// map with string keys; known keys carry an unsigned integer (a boolean
+// for "r", a string for "v" and "el") and appear at most once; unknown keys
+// may carry any value except extensions, within the depth cap, and are
+// skipped. named says whether the protocol carries election names: on v1
+// the "el" key is refused, never skipped, so that no named election's
+// message is ever taken for the default election's. names, if not nil,
+// interns the strings of a stream's frames.
+//
+// It decodes exactly what msgpack/v5 would decode into wireMessage from
+// the bytes it accepts (TestDecodeMatchesMsgpack), without reflection: a
+// coalesced frame carries every election's heartbeat, so this is paid per
+// message per election.
+func decodeMap(w *walker, named bool, out *wireMessage, names *stringCache) error {
 	n, err := w.mapLen()
 	if err != nil {
 		return err
@@ -359,7 +339,7 @@ func checkMap(w *walker, named bool) error {
 		if err != nil {
 			return err
 		}
-		idx, known := wireKeys[string(key)]
+		idx, known := wireKeyIndex(key)
 		if !known {
 			if err := w.skip(1); err != nil {
 				return err
@@ -372,11 +352,15 @@ func checkMap(w *walker, named bool) error {
 		seen |= 1 << idx
 		switch idx {
 		case wireKeyReject:
-			err = w.boolean()
+			out.Reject, err = w.boolean()
 		case wireKeyVoters:
 			var s []byte
-			if s, err = w.strValue(); err == nil && len(s) > protocols.MaxVotersLen {
-				err = fmt.Errorf("%w: %d bytes, at most %d", ErrOutOfRange, len(s), protocols.MaxVotersLen)
+			if s, err = w.strValue(); err == nil {
+				if len(s) > protocols.MaxVotersLen {
+					err = fmt.Errorf("%w: %d bytes, at most %d", ErrOutOfRange, len(s), protocols.MaxVotersLen)
+				} else {
+					out.Voters = names.get(s)
+				}
 			}
 		case wireKeyElection:
 			if !named {
@@ -387,18 +371,75 @@ func checkMap(w *walker, named bool) error {
 			if s, err = w.strValue(); err == nil {
 				if len(s) == 0 {
 					err = fmt.Errorf("%w: empty election name (the default election omits the key)", ErrOutOfRange)
-				} else {
-					err = checkElectionName(s)
+				} else if err = checkElectionName(s); err == nil {
+					out.Election = names.get(s)
 				}
 			}
 		default:
-			err = w.unsigned()
+			var v uint64
+			if v, err = w.unsigned(); err == nil {
+				if f := out.uintField(idx); f != nil {
+					*f = v
+				} else {
+					// Not reached: every other key has its case above.
+					err = fmt.Errorf("%w: no unsigned field %q", ErrMalformed, key)
+				}
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("field %q: %w", key, err)
 		}
 	}
 	return nil
+}
+
+// stringCache hands out one string per distinct value, so that a
+// stream's frames (every heartbeat names its election, and many carry the
+// same voters) do not allocate a string per message, and remembers which
+// of them are valid voter lists. It holds at most stringCacheBytes of a
+// peer's strings; past that it allocates and checks every time.
+type stringCache struct {
+	m     map[string]string
+	ok    map[string]bool // voter lists found valid, among m's strings
+	bytes int
+}
+
+// valid reports whether s was found a valid voter list before.
+func (c *stringCache) valid(s string) bool { return c != nil && c.ok[s] }
+
+// setValid remembers that s is a valid voter list, if s is cached.
+func (c *stringCache) setValid(s string) {
+	if c == nil {
+		return
+	}
+	if _, cached := c.m[s]; !cached {
+		return
+	}
+	if c.ok == nil {
+		c.ok = map[string]bool{}
+	}
+	c.ok[s] = true
+}
+
+const stringCacheBytes = 4096
+
+// get returns b as a string; a nil cache only converts.
+func (c *stringCache) get(b []byte) string {
+	if c == nil {
+		return string(b)
+	}
+	if s, ok := c.m[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if c.bytes+len(s) <= stringCacheBytes {
+		if c.m == nil {
+			c.m = map[string]string{}
+		}
+		c.m[s] = s
+		c.bytes += len(s)
+	}
+	return s
 }
 
 // walker is a cursor over msgpack bytes that only ever advances and
@@ -506,37 +547,39 @@ func (w *walker) strValue() ([]byte, error) {
 	return s, nil
 }
 
-func (w *walker) unsigned() error {
+// unsigned reads an unsigned integer: a positive fixint or uint8..uint64.
+// Signed encodings are refused even when positive, as before: our
+// encoders never write them.
+func (w *walker) unsigned() (uint64, error) {
 	c, err := w.code()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	switch {
 	case c <= 0x7f:
-		return nil
+		return uint64(c), nil
 	case c == 0xcc:
-		_, err = w.take(1)
+		return w.uintN(1)
 	case c == 0xcd:
-		_, err = w.take(2)
+		return w.uintN(2)
 	case c == 0xce:
-		_, err = w.take(4)
+		return w.uintN(4)
 	case c == 0xcf:
-		_, err = w.take(8)
+		return w.uintN(8)
 	default:
-		return fmt.Errorf("%w: want an unsigned integer, got code 0x%02x", ErrMalformed, c)
+		return 0, fmt.Errorf("%w: want an unsigned integer, got code 0x%02x", ErrMalformed, c)
 	}
-	return err
 }
 
-func (w *walker) boolean() error {
+func (w *walker) boolean() (bool, error) {
 	c, err := w.code()
 	if err != nil {
-		return err
+		return false, err
 	}
 	if c != 0xc2 && c != 0xc3 {
-		return fmt.Errorf("%w: want a boolean, got code 0x%02x", ErrMalformed, c)
+		return false, fmt.Errorf("%w: want a boolean, got code 0x%02x", ErrMalformed, c)
 	}
-	return nil
+	return c == 0xc3, nil
 }
 
 // skip advances over one value of any type, recursing into containers at

@@ -195,7 +195,7 @@ func checkForward(b []byte, fields map[string]bool) error {
 		case isString:
 			_, err = w.strValue()
 		default:
-			err = w.unsigned()
+			_, err = w.unsigned()
 		}
 		if err != nil {
 			return fmt.Errorf("field %q: %w", key, err)

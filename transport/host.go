@@ -442,22 +442,65 @@ func (t *Host) SendAll(msgs []protocols.Message) {
 	}
 }
 
-// groupByTo splits msgs into one fresh slice per To, in order of first
-// appearance, each keeping its messages' order. An agent's iteration
-// addresses a few peers, so a linear search beats a map.
+// groupByTo splits msgs into one slice per To, in order of first
+// appearance, each keeping its messages' order. The groups share one fresh
+// backing array (each capped at its own length), so a round of many
+// elections costs two allocations, not a growing slice per peer.
 func groupByTo(msgs []protocols.Message) [][]protocols.Message {
-	var groups [][]protocols.Message
-next:
-	for _, m := range msgs {
+	if len(msgs) == 0 {
+		return nil
+	}
+	type group struct {
+		to protocols.ID
+		n  int
+	}
+	var groups []group
+	// An iteration addresses a few peers: a linear search beats a map
+	// until there are many.
+	var byTo map[protocols.ID]int
+	find := func(to protocols.ID) int {
+		if byTo != nil {
+			if i, ok := byTo[to]; ok {
+				return i
+			}
+			return -1
+		}
 		for i, g := range groups {
-			if g[0].To == m.To {
-				groups[i] = append(g, m)
-				continue next
+			if g.to == to {
+				return i
 			}
 		}
-		groups = append(groups, []protocols.Message{m})
+		return -1
 	}
-	return groups
+	which := make([]int, len(msgs))
+	for j, m := range msgs {
+		i := find(m.To)
+		if i < 0 {
+			i = len(groups)
+			groups = append(groups, group{to: m.To})
+			if byTo != nil {
+				byTo[m.To] = i
+			} else if len(groups) > 16 {
+				byTo = make(map[protocols.ID]int, 2*len(groups))
+				for k, g := range groups {
+					byTo[g.to] = k
+				}
+			}
+		}
+		groups[i].n++
+		which[j] = i
+	}
+	backing := make([]protocols.Message, len(msgs))
+	out := make([][]protocols.Message, len(groups))
+	off := 0
+	for i, g := range groups {
+		out[i] = backing[off : off : off+g.n]
+		off += g.n
+	}
+	for j, m := range msgs {
+		out[which[j]] = append(out[which[j]], m)
+	}
+	return out
 }
 
 // enqueue queues unit for member to as a whole, or drops it as a whole
@@ -799,11 +842,17 @@ func (t *Host) handleStream(s network.Stream) {
 			// and can no longer get other members' heartbeats dropped.
 			select {
 			case t.inbound <- m:
-				t.stats.received[m.Kind].Add(1)
-			case <-t.ctx.Done():
-				_ = s.Reset()
-				return
+				// The usual case, without a select over two channels:
+				// a coalesced frame hands over a message per election.
+			default:
+				select {
+				case t.inbound <- m:
+				case <-t.ctx.Done():
+					_ = s.Reset()
+					return
+				}
 			}
+			t.stats.received[m.Kind].Add(1)
 		}
 	}
 }
