@@ -21,6 +21,10 @@ const HeaderLen = 4
 // DefaultMaxMessageBytes is the body limit used when a caller passes zero.
 // A real election message encodes to well under 100 bytes, so this leaves
 // room for fields added later while keeping a hostile peer's cost small.
+// It bounds a coalesced frame too: the sender starts another frame in the
+// same write rather than pass its own limit, so peers that share
+// max_message_bytes take every frame (50 elections' heartbeats are about
+// 1.6 KB).
 const DefaultMaxMessageBytes = 4096
 
 // maxDepth caps msgpack nesting. Our own messages are one flat map (depth

@@ -1,13 +1,16 @@
 // Package transport carries election messages between agents: a libp2p host
 // (TCP, Noise, and with cluster keys an admission handshake in which each
-// side proves an installed key, admit.go) with one stream
-// protocol, /conclave/election/1, on which messages travel as length-prefixed
-// msgpack frames. It also has an in-memory twin for tests.
+// side proves an installed key, admit.go) on which messages travel as
+// length-prefixed msgpack frames, over one of two stream protocols:
+// /conclave/election/2, whose coalesced frames carry every election's
+// messages to a peer at once (batch.go), and /conclave/election/1, one
+// default-election message per frame, for peers that know nothing newer.
+// It also has an in-memory twin for tests.
 //
-// The agent's event loop is its only user. Send never blocks it: each peer
-// has a bounded queue drained by its own sender goroutine, and a full queue
-// drops the message and counts it. Inbound messages arrive on one bounded
-// channel; a full channel drops and counts too.
+// The agent's event loop is its only user. Send and SendAll never block
+// it: each peer has a bounded queue drained by its own sender goroutine,
+// and a full queue drops the messages and counts them. Inbound messages
+// arrive on one bounded channel.
 //
 // This package must never trust the network. Every frame is bounded by
 // max_message_bytes before anything is allocated, checked structurally

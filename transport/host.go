@@ -741,9 +741,10 @@ func (t *Host) openStream(ps *peerState) (network.Stream, error) {
 	return s, nil
 }
 
-// handleStream reads one inbound stream until it ends. Every message is
-// checked against the current membership: the connection proved only that
-// the remote holds its key, not that it may speak for a member ID.
+// handleStream reads one inbound stream, of either election protocol,
+// until it ends. Every frame is checked against the current membership:
+// the connection proved only that the remote holds its key, not that it
+// may speak for a member ID.
 func (t *Host) handleStream(s network.Stream) {
 	remote := s.Conn().RemotePeer()
 	t.mu.Lock()
