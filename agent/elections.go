@@ -161,15 +161,7 @@ func (a *Agent) probed(id protocols.ID) bool {
 
 // sendAll hands the transport every message of one loop iteration at
 // once, so that it coalesces those to one peer into one frame.
-func (a *Agent) sendAll(msgs []protocols.Message) {
-	if b, ok := a.tr.(interface{ SendAll([]protocols.Message) }); ok {
-		b.SendAll(msgs)
-		return
-	}
-	for _, m := range msgs {
-		a.tr.Send(m.To, m)
-	}
-}
+func (a *Agent) sendAll(msgs []protocols.Message) { a.tr.SendAll(msgs) }
 
 // publishNamed publishes a named election's status to its watchers.
 func (a *Agent) publishNamed(e *election, st api.Status) {

@@ -150,8 +150,15 @@ func (c *cluster) sentCounts(ctx context.Context, skip map[int]bool) map[string]
 			continue
 		}
 		for k, v := range m {
-			if kind, ok := strings.CutPrefix(k, `conclave_messages_sent_total{kind="`); ok {
-				total[strings.TrimSuffix(kind, `"}`)] += v
+			// conclave_messages_sent_total{election="E",kind="K"}: the
+			// kinds of every election, summed.
+			labels, ok := strings.CutPrefix(k, `conclave_messages_sent_total{`)
+			if !ok {
+				continue
+			}
+			if _, kind, ok := strings.Cut(labels, `kind="`); ok {
+				kind, _, _ = strings.Cut(kind, `"`)
+				total[kind] += v
 			}
 		}
 	}

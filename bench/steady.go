@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -132,7 +133,8 @@ func measureSteady(ctx context.Context, o *options, protocol string, prof profil
 	return res, nil
 }
 
-// sumMetric adds one series over every running agent.
+// sumMetric adds one metric over every running agent, and over its
+// series' labels (every election's).
 func (c *cluster) sumMetric(ctx context.Context, series string) float64 {
 	var total float64
 	for _, a := range c.agents {
@@ -143,7 +145,11 @@ func (c *cluster) sumMetric(ctx context.Context, series string) float64 {
 		if err != nil {
 			continue
 		}
-		total += m[series]
+		for k, v := range m {
+			if k == series || strings.HasPrefix(k, series+"{") {
+				total += v
+			}
+		}
 	}
 	return total
 }
