@@ -738,7 +738,7 @@ func (a *Agent) gossipAnnouncement(ann core.Announcement) {
 		return
 	}
 	held := time.Now()
-	a.gossip.Gossip(func() []byte {
+	a.gossip.Gossip(ann.Election, func() []byte {
 		c := ann
 		c.Age += time.Since(held)
 		return c.Append(nil)

@@ -10,12 +10,14 @@ import (
 // in O(log N) rounds at a cost per member that does not grow with N.
 // *Membership implements it; the in-memory MemNode does not.
 type Gossiper interface {
-	// Gossip queues a message for this node's next gossip rounds,
-	// replacing the one still queued. msg is called at every transmission
-	// (from a memberlist goroutine), so it can say how old its content is
-	// by then; it must be safe for concurrent use and return at most
-	// MaxGossipBytes.
-	Gossip(msg func() []byte)
+	// Gossip queues a message on topic for this node's next gossip
+	// rounds, replacing the one of that topic still queued (each
+	// election's announcements are a topic: a newer claim makes the
+	// older one worthless, another election's does not). msg is called
+	// at every transmission (from a memberlist goroutine), so it can say
+	// how old its content is by then; it must be safe for concurrent use
+	// and return at most MaxGossipBytes.
+	Gossip(topic string, msg func() []byte)
 	// Gossiped delivers the messages other members gossiped, each once
 	// per transmission received (duplicates included). When the reader
 	// falls behind, new messages are dropped.
@@ -36,10 +38,16 @@ const gossipBuffer = 64
 const retransmitMult = 4
 
 // userBroadcast is a queued Gossip message.
-type userBroadcast struct{ msg func() []byte }
+type userBroadcast struct {
+	topic string
+	msg   func() []byte
+}
 
-// Invalidates: one queued message at a time, the newest.
-func (b *userBroadcast) Invalidates(memberlist.Broadcast) bool { return true }
+// Invalidates: one queued message per topic, the newest.
+func (b *userBroadcast) Invalidates(other memberlist.Broadcast) bool {
+	o, ok := other.(*userBroadcast)
+	return ok && o.topic == b.topic
+}
 
 func (b *userBroadcast) Message() []byte {
 	m := b.msg()
@@ -52,8 +60,8 @@ func (b *userBroadcast) Message() []byte {
 func (b *userBroadcast) Finished() {}
 
 // Gossip implements Gossiper.
-func (m *Membership) Gossip(msg func() []byte) {
-	m.broadcasts.QueueBroadcast(&userBroadcast{msg: msg})
+func (m *Membership) Gossip(topic string, msg func() []byte) {
+	m.broadcasts.QueueBroadcast(&userBroadcast{topic: topic, msg: msg})
 }
 
 // Gossiped implements Gossiper.

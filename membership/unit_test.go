@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/base64"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/conclave-agent/conclave/protocols"
+	"github.com/hashicorp/memberlist"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -412,5 +414,23 @@ func TestMetaDigestExt(t *testing.T) {
 		t.Errorf("the longest of every field with an IPv6 address: %v", err)
 	} else if got, err := decodeMeta(b); err != nil || got != big {
 		t.Errorf("the longest of every field: %+v, %v", got, err)
+	}
+}
+
+// A queued gossip message replaces the one of its own topic only: each
+// election's newest announcement stays queued beside the others'.
+func TestGossipReplacesItsOwnTopicOnly(t *testing.T) {
+	q := &memberlist.TransmitLimitedQueue{NumNodes: func() int { return 3 }, RetransmitMult: 1}
+	msg := func(s string) func() []byte { return func() []byte { return []byte(s) } }
+	q.QueueBroadcast(&userBroadcast{topic: "", msg: msg("default-1")})
+	q.QueueBroadcast(&userBroadcast{topic: "jobs", msg: msg("jobs-1")})
+	q.QueueBroadcast(&userBroadcast{topic: "", msg: msg("default-2")})
+	var got []string
+	for _, b := range q.GetBroadcasts(0, 1400) {
+		got = append(got, string(b))
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"default-2", "jobs-1"}) {
+		t.Fatalf("queued %v, want the newest of each topic: default-2, jobs-1", got)
 	}
 }
