@@ -69,6 +69,8 @@ type cluster struct {
 	preemptDelay string
 	// key is gossip.key on every host: wildcard binds need one.
 	key string
+	// electionKeys are more keys of [election] on every host.
+	electionKeys string
 }
 
 func newCluster(t testing.TB, n int, proto string) *cluster {
@@ -125,6 +127,7 @@ func (c *cluster) configure(h *host, id int) {
 	if c.preemptDelay != "" {
 		electionExtra = fmt.Sprintf("preempt_delay = %q\n", c.preemptDelay)
 	}
+	electionExtra += c.electionKeys
 	join := "[]"
 	if h.name != "n1" {
 		join = fmt.Sprintf("[%q]", fmt.Sprintf("%s:%d", c.net.Hosts()[0].IP, gossipPort))
