@@ -34,6 +34,13 @@ type Detector struct {
 	// than one division, one erfc and one logarithm.
 	mean float64 // ns, AcceptablePause included
 	std  float64 // ns, MinStdDev floor applied
+
+	// crossZ is where phi crosses the threshold in z = (elapsed −
+	// mean)/std: it depends on the threshold alone, so SuspectAt finds
+	// the crossing time from it in a few evaluations of phi, not a
+	// bisection of ~64 (an agent running many elections asks once per
+	// detector per heartbeat).
+	crossZ float64
 }
 
 // New returns a detector for c, or the reasons c is invalid.
@@ -41,7 +48,7 @@ func New(c Config) (*Detector, error) {
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("phi: new detector: %w", err)
 	}
-	d := &Detector{cfg: c, ring: make([]int64, c.MaxSamples)}
+	d := &Detector{cfg: c, ring: make([]int64, c.MaxSamples), crossZ: crossingZ(c.Threshold)}
 	d.Reset()
 	return d, nil
 }
@@ -166,29 +173,76 @@ func (d *Detector) SuspectAt() (t protocols.Time, ok bool) {
 	if !d.heard {
 		return 0, false
 	}
-	// Binary search on the elapsed time, which is sound because phi
-	// never decreases with it. z = 1500 puts phi near 4.9e5; doubling
-	// from there reaches any threshold up to MaxThreshold.
-	lo, hi := int64(0), int64(d.mean+1500*d.std)
-	for hi < math.MaxInt64/2 && phiOfZ((float64(hi)-d.mean)/d.std) < d.cfg.Threshold {
-		hi *= 2
-	}
-	if phiOfZ((float64(lo)-d.mean)/d.std) >= d.cfg.Threshold {
+	thr := d.cfg.Threshold
+	at := func(elapsed int64) bool { return phiOfZ((float64(elapsed)-d.mean)/d.std) >= thr }
+	if at(0) {
 		return d.last, true
+	}
+	// The answer is the least elapsed time at which phi reaches the
+	// threshold (phi never decreases with it). crossZ puts it within a
+	// nanosecond or two; the steps below make it exact, and a bisection
+	// takes over in the (never seen) case that they do not settle.
+	guess := d.mean + d.crossZ*d.std
+	if guess >= 1 && guess < math.MaxInt64/4 {
+		hi := int64(math.Ceil(guess))
+		for range crossSteps {
+			switch {
+			case !at(hi):
+				hi++
+			case hi > 1 && at(hi-1):
+				hi--
+			default:
+				return d.suspectAfter(hi)
+			}
+		}
+	}
+	lo, hi := int64(0), int64(d.mean+1500*d.std)
+	for hi < math.MaxInt64/2 && !at(hi) {
+		hi *= 2
 	}
 	// Invariant: phi(lo) < threshold <= phi(hi).
 	for hi-lo > 1 {
 		mid := lo + (hi-lo)/2
-		if phiOfZ((float64(mid)-d.mean)/d.std) >= d.cfg.Threshold {
+		if at(mid) {
 			hi = mid
 		} else {
 			lo = mid
 		}
 	}
-	if int64(d.last) > math.MaxInt64-hi {
+	return d.suspectAfter(hi)
+}
+
+// crossSteps bounds SuspectAt's steps from its guess to the exact
+// crossing.
+const crossSteps = 8
+
+// suspectAfter is the time elapsed after the last heartbeat, saturated.
+func (d *Detector) suspectAfter(elapsed int64) (protocols.Time, bool) {
+	if int64(d.last) > math.MaxInt64-elapsed {
 		return protocols.Time(math.MaxInt64), true
 	}
-	return d.last + protocols.Time(hi), true
+	return d.last + protocols.Time(elapsed), true
+}
+
+// crossingZ is the z at which phiOfZ reaches threshold, to float64
+// precision: a bisection once per detector.
+func crossingZ(threshold float64) float64 {
+	lo, hi := -64.0, 64.0
+	for phiOfZ(hi) < threshold && hi < 1e12 {
+		hi *= 2
+	}
+	for range 200 {
+		mid := lo + (hi-lo)/2
+		if mid == lo || mid == hi {
+			break
+		}
+		if phiOfZ(mid) >= threshold {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
 }
 
 // Last returns the arrival time of the latest heartbeat; ok is false if
