@@ -461,11 +461,18 @@ func (a *Agent) loop(ctx context.Context, wake *time.Timer, serveErr <-chan erro
 			for _, e := range a.elections {
 				e.core.Shutdown(a.now())
 			}
+			a.touchAll()
 		case <-a.killed:
 			return errKilled
 		case <-wake.C:
-			for _, e := range a.elections {
-				e.core.Tick(a.now())
+			// Only the elections whose deadline came: with many, the
+			// others have nothing to do, and their status nothing new.
+			now := a.now()
+			for i, e := range a.elections {
+				if i >= len(a.wakes) || a.wakes[i] <= now {
+					e.core.Tick(now)
+					e.touched = true
+				}
 			}
 		case b := <-gossiped:
 			a.gossiped(b)
@@ -502,12 +509,15 @@ func (a *Agent) loop(ctx context.Context, wake *time.Timer, serveErr <-chan erro
 					e.core.ApplyMember(a.now(), ev.Member)
 				}
 			}
+			a.touchAll()
 		case req := <-a.requests:
 			req()
+			a.touchAll() // a request may act on any election
 		case <-insecure:
 			a.log.Warn(warning)
 		case <-a.healthChanged():
 			a.applyHealth()
+			a.touchAll()
 		case err := <-serveErr:
 			return fmt.Errorf("agent: socket API stopped: %w", err)
 		}
@@ -557,6 +567,7 @@ func (a *Agent) gossiped(b []byte) {
 		a.log.Debug("ignoring gossiped message: not an announcement of an election this agent runs", zap.String("election", name))
 		return
 	}
+	e.touched = true
 	if err := e.core.Gossiped(a.now(), b); err != nil {
 		a.log.Debug("ignoring gossiped message", zap.String("election", name), zap.Error(err))
 	}
@@ -596,6 +607,9 @@ func (a *Agent) closeAll() {
 func (a *Agent) handleReady() error {
 	a.followGroups()
 	for _, e := range a.elections {
+		if !e.touched {
+			continue // no input since its last Drain: nothing is pending
+		}
 		if err := core.Drain(e.core, &electionShell{a: a, e: e}); err != nil {
 			// Sending now could break a promise a vote made, and
 			// publishing could report an epoch a restart takes back:
@@ -721,6 +735,7 @@ func (a *Agent) receive(m protocols.Message) {
 		a.log.Debug("message of an election this agent does not run", zap.Stringer("msg", m))
 		return
 	}
+	e.touched = true
 	err := e.core.Step(a.now(), m)
 	switch {
 	case err == nil:

@@ -42,6 +42,11 @@ type election struct {
 	// maint is this named election's own maintenance record in force,
 	// nil when none (the agent-wide one is healthGlue.maint).
 	maint *health.Maint
+	// touched: an input reached this election's core since its last
+	// Drain and snapshot (loop-owned). Elections no input reached have
+	// no Ready pending and no new status, and are skipped: with many
+	// elections, most are idle at any moment.
+	touched bool
 	// anchor is the anchor election of the fate-sharing group this one
 	// follows, nil for none (config.Config.GroupAnchor).
 	anchor *election
@@ -89,6 +94,7 @@ func openElection(dataDir, name string) (*election, protocols.HardState, uint64,
 		voterWaits: make(map[uint64]chan core.VoterResult),
 		probes:     make(map[protocols.ID]bool),
 		sessions:   make(map[uint64]chan core.SessionEnd),
+		touched:    true, // its first status is yet to be published
 	}
 	return e, hs, observed, nil
 }
@@ -176,8 +182,21 @@ func (a *Agent) publishNamed(e *election, st api.Status) {
 func (a *Agent) storeSnapshots() {
 	now := a.now()
 	for _, e := range a.elections {
+		if !e.touched {
+			continue
+		}
 		snap := e.core.Snapshot(now)
 		e.snapshot.Store(&snap)
+		e.touched = false
+	}
+}
+
+// touchAll marks every election as reached by an input (membership, a
+// socket request, health, a stop), so that the next handleReady drains
+// and snapshots them all.
+func (a *Agent) touchAll() {
+	for _, e := range a.elections {
+		e.touched = true
 	}
 }
 
@@ -217,8 +236,8 @@ func (e *election) endSession(end core.SessionEnd) {
 func (a *Agent) followGroups() {
 	now := a.now()
 	for _, e := range a.elections {
-		if e.anchor != nil {
-			e.core.SetGroupLead(now, e.anchor.core.Leads(now))
+		if e.anchor != nil && e.core.SetGroupLead(now, e.anchor.core.Leads(now)) {
+			e.touched = true
 		}
 	}
 }

@@ -87,12 +87,13 @@ func TestNamedElectionsFailOverApart(t *testing.T) {
 	// Each election keeps its state apart; the default one where
 	// releases before named elections kept it.
 	for _, name := range names {
-		dir := electionDir(tc.cfgs[0].Node.DataDir, name)
-		st, err := store.Open(dir)
+		// Read, not store.Open: that clears the running agent's
+		// temporary files.
+		b, err := os.ReadFile(filepath.Join(electionDir(tc.cfgs[0].Node.DataDir, name), store.FileName))
 		if err != nil {
 			t.Fatal(err)
 		}
-		hs, err := st.Load()
+		hs, err := store.Decode(b)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,15 +13,17 @@ import "github.com/conclave-agent/conclave/protocols"
 // SetGroupLead tells a follower election whether this agent leads its
 // group's anchor election now (the anchor core's Leads). The shell calls
 // it after every input, before the Ready; it is a no-op for an election
-// that follows no group.
-func (n *Node) SetGroupLead(now protocols.Time, leads bool) {
+// that follows no group. It reports whether the fact changed (the
+// election then has work for the shell).
+func (n *Node) SetGroupLead(now protocols.Time, leads bool) bool {
 	if !n.cfg.FollowsGroup || leads == n.groupLead {
-		return
+		return false
 	}
 	defer n.settle(now)
 	n.groupLead = leads
 	n.log.Infow("group anchor leadership", "election", n.Name(), "leads_anchor", leads)
 	n.applyCandidacy(now)
+	return true
 }
 
 // Leads reports whether this agent leads the election now (within its

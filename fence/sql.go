@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 )
 
 // Dialect says how a database takes the shared lock the fencing check needs
@@ -75,9 +76,15 @@ type SQL struct {
 	DB *sql.DB
 	// Dialect selects the locking and placeholders.
 	Dialect Dialect
-	// Table is the epoch table's name; empty means "fence_epoch". Letters,
-	// digits and '_' only (it is pasted into SQL).
+	// Table is the epoch table's name; empty means "fence_epoch", or
+	// "fence_epoch_NAME" for Election NAME. Letters, digits and '_' only
+	// (it is pasted into SQL).
 	Table string
+	// Election is the election whose epochs this fence checks: "" or
+	// "default" for the default one. Epochs of different elections are
+	// unrelated numbers, so each election needs its own table; with
+	// Table empty, the name picks it ('-' becomes '_').
+	Election string
 }
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
@@ -86,6 +93,9 @@ func (f *SQL) table() (string, error) {
 	t := f.Table
 	if t == "" {
 		t = "fence_epoch"
+		if f.Election != "" && f.Election != "default" {
+			t += "_" + strings.ReplaceAll(f.Election, "-", "_")
+		}
 	}
 	if !identRE.MatchString(t) {
 		return "", fmt.Errorf("fence: invalid table name %q", t)
