@@ -697,11 +697,13 @@ func (s *electionShell) Publish(st api.Status) {
 	a.hub.Publish(a.withCutOff(st))
 }
 
-// FireHooks runs the [[hook]] commands for the default election's
-// transitions; named elections have no hooks of their own yet.
+// FireHooks runs the [[hook]] commands of this election's transitions.
 func (s *electionShell) FireHooks(t core.Transition) {
-	if s.a.health != nil && s.e == s.a.def() {
-		s.a.health.hooks.Fire(health.Transition(t))
+	if s.a.health == nil {
+		return
+	}
+	if h := s.a.health.hooks[s.e.name]; h != nil {
+		h.Fire(health.Transition(t))
 	}
 }
 

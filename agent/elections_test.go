@@ -121,3 +121,50 @@ func TestNamedElectionsFailOverApart(t *testing.T) {
 		}
 	}
 }
+
+// A check may gate one election and a hook run on one election's
+// transitions: a failing check of jobs keeps this agent out of jobs
+// alone, and jobs' hook fires with CONCLAVE_ELECTION=jobs once the check
+// passes and the agent leads it.
+func TestChecksAndHooksPerElection(t *testing.T) {
+	tc := newTestCluster(t, 1, config.ProtocolMajority, "")
+	dir := t.TempDir()
+	gate := filepath.Join(dir, "jobs-ok")
+	out := filepath.Join(dir, "hook")
+	c := &tc.cfgs[0]
+	c.Elections = map[string]config.NamedElection{"jobs": {}}
+	c.Checks = []config.Check{{Name: "jobs-gate", Command: []string{"test", "-e", gate}, Election: "jobs",
+		Interval: config.Duration(50 * time.Millisecond), Timeout: config.Duration(50 * time.Millisecond), Fall: 1, Rise: 1}}
+	c.Hooks = []config.Hook{{On: config.HookLeader, Election: "jobs", Timeout: config.Duration(5 * time.Second),
+		Command: []string{"sh", "-c", `echo "$CONCLAVE_ELECTION $CONCLAVE_ROLE" > ` + out}}}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	tc.startAll()
+	tc.waitElection("default", 0, 10*time.Second)
+	time.Sleep(500 * time.Millisecond)
+	if st := tc.electionStatus(0, "jobs"); st.Leader != "" || st.Health == nil || st.Health.Status != api.HealthFailing {
+		t.Fatalf("jobs with its check failing: %+v, want no leader and health failing", st)
+	}
+	if st := tc.electionStatus(0, "default"); st.Health == nil || st.Health.Status != api.HealthPassing || len(st.Health.Checks) != 0 {
+		t.Fatalf("default's health shows jobs' check: %+v", st.Health)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Fatal("jobs' hook ran before jobs had a leader")
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tc.waitElection("jobs", 0, 10*time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(out)
+		if err == nil && string(b) == "jobs leader\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("jobs' hook: %q, %v; want \"jobs leader\"", b, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

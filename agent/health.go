@@ -26,22 +26,29 @@ import (
 // goroutines of their own; everything else is loop-owned.
 type healthGlue struct {
 	runner *health.Runner
-	hooks  *health.Hooks
+	// hooks run each election's [[hook]]s (by election name; none for an
+	// election without hooks).
+	hooks map[string]*health.Hooks
 	// maint is the maintenance record in force, nil when none.
 	maint *health.Maint
 }
 
 // healthSpecs turns the configuration's checks and hooks into the health
-// package's.
-func healthSpecs(cfg config.Config) ([]health.CheckSpec, []health.HookSpec) {
+// package's: the checks in configuration order, the hooks by the election
+// they run for.
+func healthSpecs(cfg config.Config) ([]health.CheckSpec, map[string][]health.HookSpec) {
 	checks := make([]health.CheckSpec, 0, len(cfg.Checks))
 	for _, c := range cfg.Checks {
 		checks = append(checks, health.CheckSpec{Name: c.Name, Command: c.Command, HTTP: c.HTTP,
 			Interval: c.Interval.Std(), Timeout: c.Timeout.Std(), Fall: c.Fall, Rise: c.Rise})
 	}
-	hooks := make([]health.HookSpec, 0, len(cfg.Hooks))
+	hooks := make(map[string][]health.HookSpec)
 	for _, h := range cfg.Hooks {
-		hooks = append(hooks, health.HookSpec{On: h.On, Command: h.Command, Timeout: h.Timeout.Std()})
+		name := h.Election
+		if name == "" {
+			name = config.DefaultElection
+		}
+		hooks[name] = append(hooks[name], health.HookSpec{On: h.On, Command: h.Command, Timeout: h.Timeout.Std()})
 	}
 	return checks, hooks
 }
@@ -79,7 +86,10 @@ func (a *Agent) startHealth() error {
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	g := &healthGlue{runner: runner, hooks: health.NewHooks(hooks, a.log.Named("hook"))}
+	g := &healthGlue{runner: runner, hooks: make(map[string]*health.Hooks)}
+	for name, specs := range hooks {
+		g.hooks[name] = health.NewHooks(name, specs, a.log.Named("hook").With(zap.String("election", name)))
+	}
 	m, on, err := health.ReadMaint(a.cfg.Node.DataDir)
 	switch {
 	case err != nil:
@@ -111,7 +121,9 @@ func (a *Agent) stopHealth() {
 		return
 	}
 	a.health.runner.Close()
-	a.health.hooks.Close()
+	for _, h := range a.health.hooks {
+		h.Close()
+	}
 }
 
 // healthChanged fires when a check changed status (nil before start: a nil
@@ -132,12 +144,18 @@ func (a *Agent) currentHealth(e *election) core.Health {
 	if maint == nil {
 		maint = e.maint
 	}
-	h := core.Health{Maintenance: maint != nil, ChecksFailing: !g.runner.Passing()}
+	h := core.Health{Maintenance: maint != nil}
 	rep := &api.HealthReport{Status: api.HealthPassing, Priority: a.cfg.Node.Priority}
-	for _, c := range g.runner.Snapshot() {
+	for i, c := range g.runner.Snapshot() {
+		// Snapshot is in configuration order: a check names the
+		// election it gates, or none for every election.
+		if k := a.cfg.Checks[i].Election; k != "" && k != e.name {
+			continue
+		}
 		rep.Checks = append(rep.Checks, api.CheckState{Name: c.Name, Status: c.Status, Output: c.Output, LastRun: c.LastRun})
 		if c.Status != health.StatusPassing {
 			rep.Status = api.HealthFailing
+			h.ChecksFailing = true
 		}
 	}
 	if maint != nil {

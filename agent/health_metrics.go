@@ -51,7 +51,12 @@ func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
 		rep = a.def().core.Status(a.now()).Health
 		checks = a.health.runner.Snapshot()
 		eligible = a.def().core.Candidacy().Eligible()
-		hooks = a.health.hooks.Stats()
+		for _, h := range a.health.hooks {
+			st := h.Stats()
+			hooks.Runs += st.Runs
+			hooks.Failures += st.Failures
+			hooks.Dropped += st.Dropped
+		}
 		transfers = a.def().core.Transfers()
 	})
 	if err != nil || rep == nil {

@@ -47,6 +47,9 @@ type Check struct {
 	// 1 each.
 	Fall int `toml:"fall"`
 	Rise int `toml:"rise"`
+	// Election limits the check to one election: its failure makes the
+	// agent ineligible there only. "" (the default) gates every election.
+	Election string `toml:"election"`
 }
 
 // Hook is one [[hook]] table: a command run when this agent's view of
@@ -56,10 +59,14 @@ type Hook struct {
 	// leads) or "no_leader".
 	On string `toml:"on"`
 	// Command is run without a shell, with CONCLAVE_EPOCH,
-	// CONCLAVE_LEADER and CONCLAVE_ROLE in its environment.
+	// CONCLAVE_LEADER, CONCLAVE_ROLE and CONCLAVE_ELECTION in its
+	// environment.
 	Command []string `toml:"command"`
 	// Timeout kills the command when it runs longer. Default 10s.
 	Timeout Duration `toml:"timeout"`
+	// Election is the election whose transitions run the hook; "" (the
+	// default) is the default election. CONCLAVE_ELECTION names it.
+	Election string `toml:"election"`
 }
 
 // withHealthDefaults fills the zero fields of the checks and hooks.
@@ -111,9 +118,18 @@ func (c *Config) validateHealth(ch *checker) {
 	if len(c.Checks) > MaxChecks {
 		ch.add("check", "%d checks, at most %d", len(c.Checks), MaxChecks)
 	}
+	runs := func(key, name string) {
+		if _, ok := c.ElectionFor(name); name != "" && !ok {
+			ch.add(key, "%q is not an election of this agent (%s); name one of them, or leave it out", name, strings.Join(c.ElectionNames(), ", "))
+		}
+	}
+	for i, h := range c.Hooks {
+		runs(fmt.Sprintf("hook[%d].election", i), h.Election)
+	}
 	names := make(map[string]bool, len(c.Checks))
 	for i, k := range c.Checks {
 		key := fmt.Sprintf("check[%d]", i)
+		runs(key+".election", k.Election)
 		if p := nameProblem(k.Name); p != "" {
 			ch.add(key+".name", "%s", p)
 		} else if names[k.Name] {

@@ -182,7 +182,7 @@ func TestMaintRecord(t *testing.T) {
 
 func TestHooksRunWithTheTransitionInTheirEnvironment(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "env")
-	h := NewHooks([]HookSpec{
+	h := NewHooks("default", []HookSpec{
 		{On: OnLeader, Command: []string{"sh", "-c", "echo $CONCLAVE_ROLE $CONCLAVE_LEADER $CONCLAVE_EPOCH >> " + out}, Timeout: 10 * time.Second},
 		{On: OnNoLeader, Command: []string{"false"}, Timeout: 10 * time.Second},
 		{On: OnNoLeader, Command: []string{"sleep", "30"}, Timeout: 50 * time.Millisecond},
@@ -202,7 +202,7 @@ func TestHooksRunWithTheTransitionInTheirEnvironment(t *testing.T) {
 }
 
 func TestHooksNeverBlockTheCaller(t *testing.T) {
-	h := NewHooks([]HookSpec{{On: OnLeader, Command: []string{"sleep", "30"}, Timeout: 30 * time.Second}}, nil)
+	h := NewHooks("default", []HookSpec{{On: OnLeader, Command: []string{"sleep", "30"}, Timeout: 30 * time.Second}}, nil)
 	for i := range 100 {
 		h.Fire(Transition{On: OnLeader, Epoch: uint64(i)})
 	}

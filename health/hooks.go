@@ -54,6 +54,9 @@ type HookStats struct {
 type Hooks struct {
 	specs []HookSpec
 	log   *zap.Logger
+	// election names the election whose transitions these hooks run
+	// for, exported to them as CONCLAVE_ELECTION.
+	election string
 
 	mu     sync.Mutex
 	queue  []Transition
@@ -64,14 +67,14 @@ type Hooks struct {
 	runs, failures, dropped atomic.Uint64
 }
 
-// NewHooks starts the hook goroutine; Close stops it. A nil logger
-// discards.
-func NewHooks(specs []HookSpec, log *zap.Logger) *Hooks {
+// NewHooks starts the hook goroutine for the transitions of election;
+// Close stops it. A nil logger discards.
+func NewHooks(election string, specs []HookSpec, log *zap.Logger) *Hooks {
 	if log == nil {
 		log = zap.NewNop()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &Hooks{specs: specs, log: log, wake: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	h := &Hooks{election: election, specs: specs, log: log, wake: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
 	go h.loop(ctx)
 	return h
 }
@@ -142,6 +145,7 @@ func (h *Hooks) run(ctx context.Context, s HookSpec, t Transition) {
 		"CONCLAVE_EPOCH="+strconv.FormatUint(t.Epoch, 10),
 		"CONCLAVE_LEADER="+t.Leader,
 		"CONCLAVE_ROLE="+t.Role,
+		"CONCLAVE_ELECTION="+h.election,
 	)
 	start := time.Now()
 	ok, out := runCommandEnv(ctx, s.Command, env)
