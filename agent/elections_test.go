@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -166,5 +167,50 @@ func TestChecksAndHooksPerElection(t *testing.T) {
 			t.Fatalf("jobs' hook: %q, %v; want \"jobs leader\"", b, err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The elections of one fate-sharing group are led by one agent and fail
+// over together: in ring and majority elections of the group, only the
+// leader of its anchor (its first election by name) stands.
+func TestGroupFailsOverTogether(t *testing.T) {
+	tc := newTestCluster(t, 3, config.ProtocolMajority, "")
+	vip, ring := "vip", config.ProtocolRing
+	for i := range tc.cfgs {
+		tc.cfgs[i].Elections = map[string]config.NamedElection{
+			"vipa": {Group: &vip},
+			"vipb": {Group: &vip, Protocol: &ring},
+			"vipc": {Group: &vip},
+		}
+		if err := tc.cfgs[i].Validate(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tc.startAll()
+	together := func(minEpoch map[string]uint64) string {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			a := tc.waitElection("vipa", minEpoch["vipa"], 30*time.Second)
+			b := tc.waitElection("vipb", minEpoch["vipb"], 30*time.Second)
+			c := tc.waitElection("vipc", minEpoch["vipc"], 30*time.Second)
+			if a.Leader == b.Leader && b.Leader == c.Leader {
+				minEpoch["vipa"], minEpoch["vipb"], minEpoch["vipc"] = a.Epoch, b.Epoch, c.Epoch
+				return a.Leader
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the group is led apart: vip-a %s, vip-b %s, vip-c %s", a.Leader, b.Leader, c.Leader)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	epochs := map[string]uint64{}
+	first := together(epochs)
+	var idx int
+	fmt.Sscanf(first, "n%d", &idx)
+	tc.stop(idx-1, true)
+	second := together(epochs)
+	if second == first {
+		t.Fatalf("the group stayed with %s, which crashed", first)
 	}
 }

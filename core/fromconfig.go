@@ -59,8 +59,10 @@ func ConfigFor(cfg config.Config, name string, st Start) (_ Config, ok bool) {
 	if !ok {
 		return Config{}, false
 	}
-	cfg.Election = el
+	// Before cfg.Election is replaced: the anchor is found among the
+	// configured elections.
 	follows := el.Group != "" && cfg.GroupAnchor(el.Group) != name
+	cfg.Election = el
 	self := protocols.Member{
 		ID:   protocols.ID(cfg.Node.ID),
 		Name: cfg.Node.Name,

@@ -84,3 +84,19 @@ func TestEligibilityRule(t *testing.T) {
 		}
 	}
 }
+
+// A group's anchor is its first election; the others follow it, and an
+// election of no group follows nothing.
+func TestConfigForGroups(t *testing.T) {
+	c := config.Default()
+	c.Node = config.Node{Name: "n1", ID: 1, DataDir: "d"}
+	c.Election.Voters = []string{"n1"}
+	vip := "vip"
+	c.Elections = map[string]config.NamedElection{"b": {Group: &vip}, "a": {Group: &vip}, "solo": {}}
+	for name, want := range map[string]bool{"default": false, "a": false, "b": true, "solo": false} {
+		cc, ok := ConfigFor(c, name, Start{})
+		if !ok || cc.FollowsGroup != want || cc.Election.Candidacy.Ineligible != want {
+			t.Errorf("%s: FollowsGroup %v, ineligible at start %v; want %v", name, cc.FollowsGroup, cc.Election.Candidacy.Ineligible, want)
+		}
+	}
+}
