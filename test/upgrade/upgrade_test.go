@@ -1,11 +1,16 @@
 package upgrade
 
 import (
+	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/conclave-agent/conclave/store"
 )
 
 // TestRollingUpgrade upgrades a five-agent cluster of the previous release
@@ -48,8 +53,24 @@ func TestRollingUpgrade(t *testing.T) {
 			t.Logf("all on %s: %s leads in epoch %d (agreed %v after the start)", old.name, a.leader, a.epoch, took.Round(time.Millisecond))
 			c.checkRecord(r, "start")
 
+			released := a
 			for _, nd := range c.nodes {
 				a = c.step(r, a, nd, tree, "upgrade "+nd.name)
+			}
+			// Every data directory of the release runs as the tree's
+			// election "default", its state where the release kept it,
+			// its epoch carried on (the recorder also checks that no
+			// agent's epoch ever went back).
+			for _, nd := range c.nodes {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				els, err := nd.c.Elections(ctx)
+				cancel()
+				if err != nil || len(els) != 1 || els[0].Election != "default" || els[0].Epoch < released.epoch || els[0].Epoch != a.epoch {
+					t.Fatalf("%s after the upgrade: elections %+v, %v; want only default, in epoch %d (the release's %d or later)", nd.name, els, err, a.epoch, released.epoch)
+				}
+				if _, err := os.Stat(filepath.Join(nd.dataDir, store.FileName)); err != nil {
+					t.Fatalf("%s: the default election's state left the top of its data directory: %v", nd.name, err)
+				}
 			}
 			// Roll the leader back: the release reads a data directory
 			// the tree wrote, and leads (bully, ring: it has the highest
