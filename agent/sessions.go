@@ -141,7 +141,7 @@ func (b backend) CloseSession(ctx context.Context, id string) error {
 func sessionError(election string, err error) error {
 	switch {
 	case errors.Is(err, core.ErrNoSessions):
-		return fmt.Errorf("%w: %v", localapi.ErrNoSessions, err)
+		return localapi.ErrNoSessions // the server says which election and what to set
 	case errors.Is(err, core.ErrNotCandidate):
 		return fmt.Errorf("%w: %v; campaign on one of the voters' agents, or add this one (agent voters -election %s add NAME)", localapi.ErrNotCandidate, err, election)
 	case errors.Is(err, core.ErrSessionEnded):

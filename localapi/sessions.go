@@ -48,10 +48,10 @@ type Session struct {
 // Session errors, besides ErrNoElection, ErrUnavailable and ErrForbidden.
 var (
 	// ErrNoSessions: the election's candidacy is not held by sessions → 409.
-	ErrNoSessions = errors.New("this election's candidacy is not held by sessions")
+	ErrNoSessions = errors.New("candidacy is not held by sessions")
 	// ErrNotCandidate: this agent can never lead the election (majority:
 	// it is not a voter), so a session would hold nothing → 409.
-	ErrNotCandidate = errors.New("this agent can never lead this election")
+	ErrNotCandidate = errors.New("not a candidate")
 	// ErrSessionEnded: the session was closed, expired, or belongs to an
 	// earlier agent process → 410 Gone; its holder must campaign again.
 	ErrSessionEnded = errors.New("the session ended")
@@ -185,7 +185,7 @@ func endLine(why string, ttl time.Duration) api.CampaignLine {
 func campaignError(err error, election string) error {
 	switch {
 	case errors.Is(err, ErrNoSessions):
-		return fmt.Errorf("%w: election %s's candidacy is not held by sessions; set candidacy = \"session\" in its table to campaign", err, election)
+		return fmt.Errorf("election %s's %w; set candidacy = \"session\" in its table to campaign on it", election, err)
 	case errors.Is(err, ErrTooManySessions):
 		return fmt.Errorf("%w on election %s; close one (end its campaign) or retry later", err, election)
 	}
