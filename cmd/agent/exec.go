@@ -222,8 +222,10 @@ func (r *execRunner) run(ctx context.Context) int {
 		if r.child == nil && r.restartAt.After(now) && r.restartAt.Before(next) {
 			next = r.restartAt
 		}
-		if r.ss.retryAt.After(now) && r.ss.retryAt.Before(next) {
-			next = r.ss.retryAt
+		for _, at := range []time.Time{r.ss.retryAt, r.nextBeat()} {
+			if at.After(now) && at.Before(next) {
+				next = at
+			}
 		}
 		wake.Reset(max(next.Sub(now), time.Millisecond))
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -58,6 +59,22 @@ type sessionState struct {
 	hbBusy bool
 	hbDone chan error
 	wd     *watchdog // made at the first session with a TTL
+	// beatAt is when exec checks in itself next: it holds the session
+	// alone while no command runs (or one is being stopped), so it keeps
+	// it alive then; a running command's own pings keep it otherwise.
+	beatAt time.Time
+	// started is the command whose start exec checked in for, so that a
+	// new command has a whole TTL to send its first WATCHDOG=1, as
+	// systemd's watchdog counts from a service's start.
+	started *exec.Cmd
+}
+
+// nextBeat is when exec checks in itself next, zero for never.
+func (r *execRunner) nextBeat() time.Time {
+	if r.ss.sess == nil || r.ss.sess.TTL() <= 0 || (r.child != nil && !r.stopping) {
+		return time.Time{}
+	}
+	return r.ss.beatAt
 }
 
 // sessionDone is the open session's Done, nil (never ready) without one.
@@ -90,9 +107,19 @@ func (r *execRunner) mayLead() bool {
 
 // reconcileSession campaigns when exec should hold a session and holds
 // none: always, but for the pause between the command exiting on its own
-// and its restart.
+// and its restart. It checks in for a session it holds alone.
 func (r *execRunner) reconcileSession(ctx context.Context, wg *sync.WaitGroup, now time.Time) {
 	ss := &r.ss
+	if ss.sess != nil && ss.sess.TTL() > 0 {
+		switch {
+		case r.child != nil && !r.stopping && ss.started != r.child:
+			ss.started = r.child
+			r.ping(ctx, wg)
+		case (r.child == nil || r.stopping) && !now.Before(ss.beatAt):
+			ss.beatAt = now.Add(ss.sess.TTL() / 3)
+			r.ping(ctx, wg)
+		}
+	}
 	if ss.mode == sessionsOff || ss.sess != nil || ss.opening || now.Before(ss.retryAt) {
 		return
 	}
@@ -123,7 +150,7 @@ func (r *execRunner) onCampaign(res sessionResult, now time.Time) {
 		if ss.mode != sessionsOn {
 			r.logf("election %s's candidacy is held by sessions: holding one while the command runs", r.c.ElectionName())
 		}
-		ss.mode, ss.sess = sessionsOn, res.s
+		ss.mode, ss.sess, ss.beatAt = sessionsOn, res.s, now.Add(res.s.TTL()/3)
 		if ttl := res.s.TTL(); ttl > 0 && ss.wd == nil {
 			wd, err := newWatchdog()
 			if err != nil {
