@@ -213,3 +213,44 @@ func TestSessionRefusals(t *testing.T) {
 		t.Errorf("session on an unknown election: %v", err)
 	}
 }
+
+// What a leader does when its last session closes and no other agent
+// holds one (docs/elections.md, "Sessions"): under majority it keeps
+// leading, reporting no_healthy_candidate, as a leader whose checks fail
+// does, and hands over once another voter holds a session; a bully
+// leader steps down at once (ring shares bully's code for it).
+func TestSessionLastClosed(t *testing.T) {
+	for _, protocol := range []string{config.ProtocolMajority, config.ProtocolBully} {
+		t.Run(protocol, func(t *testing.T) {
+			tc := newTestCluster(t, 3, protocol, "")
+			for i := range tc.cfgs {
+				tc.cfgs[i].Election.Candidacy = config.CandidacySession
+			}
+			tc.startAll()
+			h := openHolder(t, tc.agents[0], 0)
+			tc.waitLeader(t, "n1", 20*time.Second)
+			h.close(t)
+			if protocol == config.ProtocolMajority {
+				// Two election timeouts: long enough to have handed over
+				// had it meant to.
+				time.Sleep(time.Second)
+				st, err := tc.status(0)
+				if err != nil || st.Role != api.RoleLeader || st.Health == nil || !st.Health.NoHealthyCandidate {
+					t.Fatalf("majority leader without a session and nobody to hand to: %+v %v; want it leading with no_healthy_candidate", st, err)
+				}
+			} else {
+				for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+					st, err := tc.status(0)
+					if err == nil && st.Role != api.RoleLeader {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("bully leader without a session still leads: %+v %v", st, err)
+					}
+				}
+			}
+			openHolder(t, tc.agents[1], 0)
+			tc.waitLeader(t, "n2", 20*time.Second)
+		})
+	}
+}
