@@ -274,6 +274,15 @@ func TestSocketPermissions(t *testing.T) {
 			}
 		}
 		audited(t, logs, writer, OutcomeOK, len(writes)-routineWrites)
+		opened := 0
+		for _, e := range logs.FilterMessage("audit: socket write stream opened").All() {
+			if f := e.ContextMap(); f["uid"] == writer.uid && f["path"] == api.PathCampaign {
+				opened++
+			}
+		}
+		if opened != 1 {
+			t.Errorf("%d audit lines for %s's campaign as it opened, want 1", opened, writer.name)
+		}
 	})
 
 	t.Run("others cannot connect", func(t *testing.T) {

@@ -218,6 +218,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.audit(r, label, p, hasPeer, rec.code(), err)
 			return
 		}
+		if h.stream {
+			s.auditStreamOpened(r, p, hasPeer)
+		}
 		var serveErr error
 		defer func() {
 			if h.routine && serveErr == nil && rec.code() < 400 {
