@@ -422,7 +422,7 @@ class OfflineTest(unittest.TestCase):
 
 class SessionTest(unittest.TestCase):
     """campaign() against one more agent, alone in its cluster, whose
-    election stands only while a session is held (session_ttl 1s)."""
+    election stands only while a session is held (session_ttl 3s)."""
 
     @classmethod
     def setUpClass(cls):
