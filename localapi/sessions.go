@@ -138,7 +138,7 @@ func (s *Server) serveCampaign(w http.ResponseWriter, r *http.Request, sb Sessio
 		}
 		return rc.Flush()
 	}
-	if err := send(api.CampaignLine{Session: sess.ID, TTLMS: sess.TTL.Milliseconds(), Status: api.Status{Election: election}}); err != nil {
+	if err := send(openedLine{Election: election, Session: sess.ID, TTLMS: sess.TTL.Milliseconds()}); err != nil {
 		return err
 	}
 	for {
@@ -149,7 +149,7 @@ func (s *Server) serveCampaign(w http.ResponseWriter, r *http.Request, sb Sessio
 				if err := sub.Err(); err != nil {
 					why = err.Error()
 				}
-				return send(api.CampaignLine{Ended: api.SessionClosed, Error: "session closed: " + why})
+				return send(endedLine{Ended: api.SessionClosed, Error: "session closed: " + why})
 			}
 			if err := send(named(st, election)); err != nil {
 				return err
@@ -167,9 +167,22 @@ func (s *Server) serveCampaign(w http.ResponseWriter, r *http.Request, sb Sessio
 	}
 }
 
+// openedLine and endedLine are a campaign's first and last lines: the
+// fields of api.CampaignLine they set, without a status's.
+type openedLine struct {
+	Election string `json:"election"`
+	Session  string `json:"session"`
+	TTLMS    int64  `json:"ttl_ms"`
+}
+
+type endedLine struct {
+	Ended string `json:"ended"`
+	Error string `json:"error"`
+}
+
 // endLine is the last line of a campaign that the agent ended.
-func endLine(why string, ttl time.Duration) api.CampaignLine {
-	l := api.CampaignLine{Ended: why}
+func endLine(why string, ttl time.Duration) endedLine {
+	l := endedLine{Ended: why}
 	switch why {
 	case api.SessionExpired:
 		l.Error = fmt.Sprintf("session expired: its holder did not check in within session_ttl (%s); campaign again", ttl)

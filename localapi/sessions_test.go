@@ -129,7 +129,16 @@ func TestCampaignStream(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != api.ContentTypeNDJSON {
 		t.Fatalf("campaign: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	first := campaignLine(t, sc)
+	if !sc.Scan() {
+		t.Fatalf("campaign stream ended: %v", sc.Err())
+	}
+	if want := `{"election":"default","session":"s-1","ttl_ms":3000}`; sc.Text() != want {
+		t.Errorf("first line %s, want %s", sc.Text(), want)
+	}
+	var first api.CampaignLine
+	if err := json.Unmarshal(sc.Bytes(), &first); err != nil {
+		t.Fatal(err)
+	}
 	if first.Session != "s-1" || first.TTLMS != 3000 || first.Election != api.DefaultElection {
 		t.Fatalf("first line %+v, want session s-1, ttl_ms 3000, election default", first)
 	}
