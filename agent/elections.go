@@ -54,6 +54,9 @@ type election struct {
 	// (core/session.go), by id: each channel hears once when the core
 	// ends its session.
 	sessions map[uint64]chan core.SessionEnd
+	// sessionSalt makes this process's session ids its own
+	// (election.sessionID); drawn at the first session. Loop-owned.
+	sessionSalt string
 	// probes is what this election asked of the transport's probing
 	// (core.PeerChange.Probe) by member: a member is probed while any
 	// election asks for it.

@@ -17,6 +17,7 @@ func TestJSONFieldNames(t *testing.T) {
 		{Member{Name: "n2", ID: 2, Addr: "127.0.0.1:7950", State: StateSuspect, Phi: 3.5}, `{"name":"n2","id":2,"addr":"127.0.0.1:7950","state":"suspect","phi":3.5}`},
 		{Error{Error: "boom"}, `{"error":"boom"}`},
 		{Health{Status: "ok"}, `{"status":"ok"}`},
+		{Heartbeat{Session: "ab-1"}, `{"session":"ab-1"}`},
 	}
 	for _, tc := range cases {
 		b, err := json.Marshal(tc.v)
@@ -65,5 +66,27 @@ func TestDefaultSocketPath(t *testing.T) {
 	t.Setenv(EnvSocket, "/run/conclave.sock")
 	if got := DefaultSocketPath(); got != "/run/conclave.sock" {
 		t.Errorf("env set: %q", got)
+	}
+}
+
+// A campaign's lines decode into CampaignLine: the first names the
+// session, the middle ones are statuses, the last says why it ended.
+func TestCampaignLine(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want CampaignLine
+	}{
+		{`{"election":"db","session":"ab-1","ttl_ms":5000}`, CampaignLine{Status: Status{Election: "db"}, Session: "ab-1", TTLMS: 5000}},
+		{`{"election":"db","node":"n1","role":"leader","epoch":7}`, CampaignLine{Status: Status{Election: "db", Node: "n1", Role: RoleLeader, Epoch: 7}}},
+		{`{"ended":"expired","error":"session expired"}`, CampaignLine{Ended: SessionExpired, Error: "session expired"}},
+	} {
+		var l CampaignLine
+		if err := json.Unmarshal([]byte(tc.line), &l); err != nil {
+			t.Fatal(err)
+		}
+		if l.Session != tc.want.Session || l.TTLMS != tc.want.TTLMS || l.Ended != tc.want.Ended || l.Error != tc.want.Error ||
+			l.Election != tc.want.Election || l.Node != tc.want.Node || l.Epoch != tc.want.Epoch {
+			t.Errorf("%s decoded as %+v, want %+v", tc.line, l, tc.want)
+		}
 	}
 }

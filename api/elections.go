@@ -15,8 +15,9 @@ import (
 
 // PathElections: GET → []Election, every election this agent runs, sorted
 // by name. Under it, PathElections/NAME/status, /leader, /watch, /resign,
-// /maint and /voters answer exactly as PathStatus, PathLeader, PathWatch,
-// PathResign, PathMaint and PathVoters do (same methods, query parameters,
+// /maint, /voters, /campaign and /heartbeat answer exactly as PathStatus,
+// PathLeader, PathWatch, PathResign, PathMaint, PathVoters, PathCampaign
+// and PathHeartbeat do (same methods, query parameters,
 // bodies, answers and permissions), for election NAME: 404 with Error when
 // this agent runs no such election, 400 when NAME is not a valid name
 // (ValidElectionName).
@@ -34,7 +35,7 @@ const MaxElectionName = 32
 // PathHealth, PathKeys, PathMetrics) are the agent's, shared by all its
 // elections.
 func ElectionPaths() []string {
-	return []string{PathStatus, PathLeader, PathWatch, PathResign, PathMaint, PathVoters}
+	return []string{PathStatus, PathLeader, PathWatch, PathResign, PathMaint, PathVoters, PathCampaign, PathHeartbeat}
 }
 
 // errElectionName is wrapped by CheckElectionName's errors.

@@ -103,15 +103,17 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("agent %s: %d %s: %s", e.Path, e.StatusCode, http.StatusText(e.StatusCode), e.Message)
 }
 
-// Is makes errors.Is(err, ErrNotLeader) true for a 409, and
+// Is makes errors.Is(err, ErrNotLeader) true for a 409,
 // errors.Is(err, ErrNoElection) for the 404 of an election the agent does
-// not run.
+// not run, and errors.Is(err, ErrSessionEnded) for a 410.
 func (e *Error) Is(target error) bool {
 	switch target {
 	case ErrNotLeader:
 		return e.StatusCode == http.StatusConflict
 	case ErrNoElection:
 		return e.StatusCode == http.StatusNotFound && strings.HasPrefix(e.Message, "no election ")
+	case ErrSessionEnded:
+		return e.StatusCode == http.StatusGone
 	}
 	return false
 }
@@ -134,7 +136,7 @@ type Client struct {
 
 // Election returns a Client for the same agent whose methods act on the
 // election called name: Status, ConsistentStatus, Leader, Watch, Resign,
-// Maint, Voters, AddVoter and RemoveVoter. Members, Health, Keys and
+// Maint, Voters, AddVoter, RemoveVoter and Campaign. Members, Health, Keys and
 // ChangeKeys are the agent's and answer the same for every election. It
 // shares c's connections, so it costs nothing to make per call. A name
 // that is not valid (api.CheckElectionName) makes those methods fail

@@ -35,7 +35,14 @@ var accessRequests = []struct{ method, path, body string }{
 	{"GET", api.PathKeys, ""}, // it shows the keys: writers only
 	// A write under an election's path is a write like the unprefixed one.
 	{"POST", api.ElectionPath("db", api.PathResign), ""},
+	// Holding a candidacy moves leadership: writers only.
+	{"POST", api.PathCampaign, ""},
+	{"POST", api.PathHeartbeat + "?session=s", ""}, // routine: a success is not logged
 }
+
+// routineWrites is how many of accessRequests' writes leave no audit line
+// when they succeed.
+const routineWrites = 1
 
 // TestAccessHelper is not a test: TestSocketPermissions runs the test
 // binary as other users with this test selected, to be their processes.
@@ -126,6 +133,15 @@ func (b accessBackend) ChangeKeys(context.Context, api.KeyChange) (api.Keys, err
 func (b accessBackend) Elections(context.Context) ([]api.Election, error) {
 	return []api.Election{{Status: api.Status{Election: "db"}}, {Status: api.Status{Election: api.DefaultElection}}}, nil
 }
+
+// OpenSession opens a session that ends at once, so that the helper's
+// campaign stream ends and its answer can be read whole.
+func (b accessBackend) OpenSession(context.Context) (Session, error) {
+	return Session{ID: "s", Wait: func(context.Context) string { return api.SessionExpired }}, nil
+}
+
+func (b accessBackend) KeepSession(context.Context, string) error  { return nil }
+func (b accessBackend) CloseSession(context.Context, string) error { return nil }
 
 func (b accessBackend) SetMaint(ctx context.Context, on bool, reason string) (api.MaintResult, error) {
 	return b.maint.SetMaint(ctx, on, reason)
@@ -257,7 +273,16 @@ func TestSocketPermissions(t *testing.T) {
 				t.Errorf("%s %s as %s (in %s): %s, want 200", rq.method, rq.path, writer.name, writeGroup, got)
 			}
 		}
-		audited(t, logs, writer, OutcomeOK, len(writes))
+		audited(t, logs, writer, OutcomeOK, len(writes)-routineWrites)
+		opened := 0
+		for _, e := range logs.FilterMessage("audit: socket write stream opened").All() {
+			if f := e.ContextMap(); f["uid"] == writer.uid && f["path"] == api.PathCampaign {
+				opened++
+			}
+		}
+		if opened != 1 {
+			t.Errorf("%d audit lines for %s's campaign as it opened, want 1", opened, writer.name)
+		}
 	})
 
 	t.Run("others cannot connect", func(t *testing.T) {
@@ -275,7 +300,7 @@ func TestSocketPermissions(t *testing.T) {
 		counts[c.Path+" "+c.Outcome] = c.Count
 	}
 	// The election's write is counted under its endpoint, not its name.
-	for _, p := range []string{api.PathResign, api.PathMaint, api.PathVoters, api.PathElections + "/{name}/resign"} {
+	for _, p := range []string{api.PathResign, api.PathMaint, api.PathVoters, api.PathElections + "/{name}/resign", api.PathCampaign, api.PathHeartbeat} {
 		if counts[p+" "+OutcomeDenied] != 1 || counts[p+" "+OutcomeOK] != 1 {
 			t.Errorf("write counts for %s: %v; want 1 denied and 1 ok", p, counts)
 		}

@@ -58,14 +58,7 @@ func (s *Server) audit(r *http.Request, label string, p peer, hasPeer bool, code
 		zap.String("outcome", outcomes[outcome]),
 		zap.Int("code", code),
 	}
-	switch {
-	case !hasPeer:
-		fields = append(fields, zap.String("caller", "in-process"))
-	case !p.known:
-		fields = append(fields, zap.String("caller", "unknown"))
-	default:
-		fields = append(fields, zap.Uint32("uid", p.uid), zap.Uint32("gid", p.gid), zap.Int32("pid", p.pid))
-	}
+	fields = append(fields, callerFields(p, hasPeer)...)
 	if err != nil {
 		fields = append(fields, zap.Error(err))
 	}
@@ -80,4 +73,23 @@ func recordErr(serve func(http.ResponseWriter, *http.Request) error, errp *error
 		*errp = err
 		return err
 	}
+}
+
+// auditStreamOpened logs a write that holds its stream open (a session's
+// campaign) as it starts: its audit line proper comes when it ends, which
+// may be days later, and who holds leadership now must be answerable now.
+func (s *Server) auditStreamOpened(r *http.Request, p peer, hasPeer bool) {
+	fields := append([]zap.Field{zap.String("path", r.URL.Path)}, callerFields(p, hasPeer)...)
+	s.log.Info("audit: socket write stream opened", fields...)
+}
+
+// callerFields name the caller the kernel reported.
+func callerFields(p peer, hasPeer bool) []zap.Field {
+	switch {
+	case !hasPeer:
+		return []zap.Field{zap.String("caller", "in-process")}
+	case !p.known:
+		return []zap.Field{zap.String("caller", "unknown")}
+	}
+	return []zap.Field{zap.Uint32("uid", p.uid), zap.Uint32("gid", p.gid), zap.Int32("pid", p.pid)}
 }

@@ -83,6 +83,32 @@ func (b *electionsBackend) Resign(ctx context.Context) error {
 	return nil
 }
 
+// OpenSession refuses: no election of this fake stands by sessions.
+func (b *electionsBackend) OpenSession(ctx context.Context) (Session, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, err := b.of(ctx); err != nil {
+		return Session{}, err
+	}
+	return Session{}, ErrNoSessions
+}
+
+func (b *electionsBackend) KeepSession(ctx context.Context, id string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, err := b.of(ctx); err != nil {
+		return err
+	}
+	return ErrSessionEnded
+}
+
+func (b *electionsBackend) CloseSession(ctx context.Context, id string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, err := b.of(ctx)
+	return err
+}
+
 func (b *electionsBackend) SetMaint(ctx context.Context, on bool, reason string) (api.MaintResult, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -245,12 +271,15 @@ func TestUnknownAndBadElections(t *testing.T) {
 	ts, be := startElectionsServer(t, api.DefaultElection, "db")
 	for _, p := range api.ElectionPaths() {
 		method := http.MethodGet
-		if p == api.PathResign || p == api.PathMaint {
+		if p == api.PathResign || p == api.PathMaint || p == api.PathCampaign || p == api.PathHeartbeat {
 			method = http.MethodPost
 		}
 		path := api.ElectionPath("nope", p)
-		if p == api.PathMaint {
+		switch p {
+		case api.PathMaint:
 			path += "?enable=true"
+		case api.PathHeartbeat:
+			path += "?session=s"
 		}
 		msg := ts.expectError(t, method, path, http.StatusNotFound)
 		if !strings.Contains(msg, `no election "nope" on this agent`) || !strings.Contains(msg, "agent elections") {

@@ -31,9 +31,11 @@ func statusFor(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, ErrForbidden):
 		return http.StatusForbidden
-	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrRefused):
+	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrRefused), errors.Is(err, ErrNoSessions), errors.Is(err, ErrNotCandidate):
 		return http.StatusConflict
-	case errors.Is(err, ErrUnavailable):
+	case errors.Is(err, ErrSessionEnded):
+		return http.StatusGone
+	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrTooManySessions):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout

@@ -103,6 +103,9 @@ type handler struct {
 	// secret marks an endpoint whose every method needs write permission
 	// (its answers hold secrets), audited like a write.
 	secret bool
+	// routine marks a write made many times a minute by design (a
+	// session's check-in): its successes are counted but not logged.
+	routine bool
 }
 
 // Server is the socket API. Create it with New, then Serve a listener from
@@ -168,6 +171,7 @@ func New(opts Options) (*Server, error) {
 	s.addMaint(opts.Backend)
 	s.addVoters(opts.Backend)
 	s.addKeys(opts.Backend)
+	s.addSessions(opts.Backend)
 	if opts.Metrics != nil {
 		m := opts.Metrics
 		s.handlers[api.PathMetrics] = handler{method: http.MethodGet, serve: func(w http.ResponseWriter, r *http.Request) error {
@@ -214,8 +218,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.audit(r, label, p, hasPeer, rec.code(), err)
 			return
 		}
+		if h.stream {
+			s.auditStreamOpened(r, p, hasPeer)
+		}
 		var serveErr error
-		defer func() { s.audit(r, label, p, hasPeer, rec.code(), serveErr) }()
+		defer func() {
+			if h.routine && serveErr == nil && rec.code() < 400 {
+				s.writes.inc(label, 0)
+				return
+			}
+			s.audit(r, label, p, hasPeer, rec.code(), serveErr)
+		}()
 		h.serve = recordErr(h.serve, &serveErr)
 	}
 	if r.ContentLength != 0 && !h.body {

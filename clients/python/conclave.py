@@ -13,6 +13,10 @@ Python counterpart of the Go package ``client``: copy it next to your program
     for st in c.watch():          # the current status, then every change
         ...
 
+    with c.campaign() as s:       # stand while this block runs (candidacy = "session")
+        for st in s:              # the election's status while the session lives
+            s.heartbeat()         # with session_ttl: check in within it
+
     db = c.election("db")         # the same calls for election "db"
     for st in c.elections():      # every election the agent runs
         print(st.election, st.leader, st.epoch)
@@ -33,6 +37,7 @@ import urllib.parse
 __all__ = [
     "Client", "Status", "Leader", "Member", "Quorum", "Watcher",
     "AgentError", "NotLeaderError", "NoElectionError", "WatchEnded",
+    "Session", "SessionEnded",
     "DEFAULT_SOCKET", "ENV_SOCKET", "STALE_AFTER", "DEFAULT_ELECTION",
     "valid_election_name",
 ]
@@ -103,6 +108,16 @@ class NoElectionError(AgentError):
 class WatchEnded(AgentError):
     """The agent ended the watch stream (the watcher lagged, or the agent
     is stopping). Watch again to resume."""
+
+
+class SessionEnded(AgentError):
+    """The session is over: closed, expired (no heartbeat within its TTL)
+    or the agent stopped. reason is "closed", "expired" or "stopped" when
+    the agent said which. Campaign again to stand again."""
+
+    def __init__(self, path, status, message, reason=""):
+        super().__init__(path, status, message)
+        self.reason = reason
 
 
 class Quorum:
@@ -364,6 +379,36 @@ class Client:
         otherwise."""
         self._call("GET", "/v1/health")
 
+    def campaign(self):
+        """Opens a session on the election (POST /v1/campaign): while it is
+        open, and checked in within its ttl with heartbeat(), the agent
+        stands in the election, whose candidacy must be "session"
+        (docs/elections.md). Use it as a context manager, or close() it:
+        closing the connection closes the session. Iterating it yields the
+        election's status while the session lives and raises SessionEnded
+        when the agent ends it. An election that stands always raises
+        AgentError 409."""
+        path = self._path("/v1/campaign")
+        conn, resp = self._open("POST", path, timeout=None)
+        if resp.status != 200:
+            try:
+                body = resp.read(MAX_ANSWER_BYTES)
+            finally:
+                conn.close()
+            raise _answer_error(path, resp.status, body)
+        s = Session(self, conn, resp, path)
+        try:
+            first = s._line()
+        except BaseException:
+            s.close()
+            raise
+        if not first.get("session"):
+            s.close()
+            raise AgentError(path, 200, "the first line names no session: %r" % (first,))
+        s.id = first["session"]
+        s.ttl = first.get("ttl_ms", 0) / 1000.0
+        return s
+
     def watch(self):
         """A stream of the agent's status: the current one first, then every
         change. Iterate it; close it (or use it in a with block) when done."""
@@ -436,6 +481,71 @@ class Watcher:
         self.close()
 
 
+class Session:
+    """A session held open by Client.campaign(). id names it; ttl is the
+    election's session_ttl in seconds (0: no check-in needed); ended is why
+    it ended ("closed", "expired", "stopped"), "" while it lives."""
+
+    def __init__(self, client, conn, resp, path):
+        self._client, self._conn, self._resp, self._path = client, conn, resp, path
+        self._asked_at = time.monotonic()
+        self.id, self.ttl, self.ended = "", 0.0, ""
+
+    def _line(self):
+        try:
+            line = self._resp.readline(MAX_WATCH_LINE + 1)
+        except (OSError, ValueError, http.client.HTTPException) as e:
+            if self._resp.closed or self._conn.sock is None:
+                self.ended = self.ended or "closed"
+                raise SessionEnded(self._path, 0, "closed by its holder", "closed") from None
+            raise AgentError(self._path, 0, "stream broken: %s" % e) from e
+        if not line:
+            raise SessionEnded(self._path, 200, "stream closed without a last line (is the agent stopping?)")
+        if len(line) > MAX_WATCH_LINE or not line.endswith(b"\n"):
+            raise AgentError(self._path, 200, "line longer than %d bytes" % MAX_WATCH_LINE)
+        try:
+            d = json.loads(line)
+        except ValueError as e:
+            raise AgentError(self._path, 200, "decoding line: %s" % e) from e
+        if d.get("ended") or d.get("error"):
+            self.ended = d.get("ended", "")
+            raise SessionEnded(self._path, 200, d.get("error", ""), self.ended)
+        return d
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        asked_at = self._asked_at
+        d = self._line()
+        self._asked_at = time.monotonic()
+        return Status(d, asked_at)
+
+    def heartbeat(self):
+        """Checks in: the session lives another ttl. Raises SessionEnded
+        (410) when it is over."""
+        path = _election_path(self._client.election_name, "/v1/heartbeat")
+        self._client._call("POST", path, {"session": self.id})
+
+    def close(self):
+        """Ends the session: the agent closes it when the connection
+        closes. Idempotent."""
+        try:
+            if self._conn.sock is not None:
+                self._conn.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._resp.close()
+        self._conn.close()
+        self.ended = self.ended or "closed"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 def _answer_error(path, status, body):
     try:
         msg = json.loads(body).get("error") or ""
@@ -444,7 +554,9 @@ def _answer_error(path, status, body):
     if not msg:
         msg = body[:200].decode("utf-8", "replace")
     cls = AgentError
-    if status == 409:
+    if status == 410:
+        return SessionEnded(path, status, msg)
+    if status == 409 and not path.endswith("/campaign"):
         cls = NotLeaderError
     elif status == 404 and msg.startswith("no election "):
         cls = NoElectionError

@@ -420,5 +420,96 @@ class OfflineTest(unittest.TestCase):
         self.assertFalse(short.leads_now(now=100.001))
 
 
+class SessionTest(unittest.TestCase):
+    """campaign() against one more agent, alone in its cluster, whose
+    election stands only while a session is held (session_ttl 3s)."""
+
+    @classmethod
+    def setUpClass(cls):
+        d = os.path.join(_tmp, "s1")
+        os.makedirs(d)
+        cls.sock = os.path.join(d, "agent.sock")
+        cfg = os.path.join(d, "agent.toml")
+        with open(cfg, "w") as f:
+            f.write("""
+[node]
+name = "s1"
+id = 1
+data_dir = "%s"
+[gossip]
+bind = "127.0.0.1:%d"
+profile = "local"
+[transport]
+listen = "/ip4/127.0.0.1/tcp/%d"
+[election]
+protocol = "bully"
+voters = ["s1"]
+election_timeout = "200ms"
+candidacy = "session"
+session_ttl = "3s"
+[api]
+socket = "%s"
+""" % (d, free_port(), free_port(), cls.sock))
+        log = open(os.path.join(d, "agent.log"), "w")
+        cls.proc = subprocess.Popen([agent_binary(), "run", "-config", cfg], stdout=log, stderr=log)
+        log.close()
+        eventually("the session agent answers", lambda: conclave.Client(cls.sock).health() or True)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.proc.send_signal(signal.SIGTERM)
+        try:
+            cls.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            cls.proc.kill()
+            cls.proc.wait()
+
+    def leads_within(self, s, within):
+        deadline = time.monotonic() + within
+        for st in s:
+            s.heartbeat()  # however long the election takes, the session lives
+            if st.is_leader:
+                return st
+            self.assertLess(time.monotonic(), deadline, "the agent did not lead while its session was held")
+        return None
+
+    def test_campaign_leads_and_closes(self):
+        c = conclave.Client(self.sock)
+        with c.campaign() as s:
+            self.assertTrue(s.id)
+            self.assertEqual(s.ttl, 3.0)
+            self.assertTrue(self.leads_within(s, 20).is_leader)
+            s.heartbeat()
+            sid = s.id
+        self.assertEqual(s.ended, "closed")
+        # The agent closes the session once it sees the connection close.
+        def gone():
+            try:
+                c._call("POST", "/v1/heartbeat", {"session": sid})
+                return False
+            except conclave.SessionEnded as e:
+                return e.status == 410
+        eventually("the closed session is gone", gone, within=10)
+
+    def test_campaign_expires_without_heartbeats(self):
+        c = conclave.Client(self.sock)
+        with c.campaign() as s:
+            with self.assertRaises(conclave.SessionEnded) as cm:
+                for _ in s:
+                    pass  # no heartbeat: it expires after its ttl
+            self.assertEqual(cm.exception.reason, "expired")
+            self.assertEqual(s.ended, "expired")
+            with self.assertRaises(conclave.SessionEnded) as cm:
+                s.heartbeat()
+            self.assertEqual(cm.exception.status, 410)
+
+    def test_campaign_refused_on_an_election_that_stands_always(self):
+        with self.assertRaises(conclave.AgentError) as cm:
+            conclave.Client(_sockets["n1"]).campaign()
+        self.assertEqual(cm.exception.status, 409)
+        self.assertNotIsInstance(cm.exception, conclave.NotLeaderError)
+        self.assertIn('candidacy = "session"', cm.exception.message)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -100,6 +100,7 @@ type execRunner struct {
 	stopping  bool
 	restartAt time.Time
 	reports   map[string]execReport // the last report of each kind
+	ss        sessionState          // the session held on a session election (execsession.go)
 }
 
 // execReport is the last report of one kind that exec printed.
@@ -172,6 +173,8 @@ func (r *execRunner) run(ctx context.Context) int {
 	defer cancel()
 	wg.Go(func() { r.poll(pctx, updates) })
 	wg.Go(func() { r.watch(pctx, updates) })
+	r.ss.opened, r.ss.hbDone = make(chan sessionResult), make(chan error)
+	defer r.stopSessions() // after the command is stopped: it held the session
 
 	forward := make(chan os.Signal, 4)
 	signal.Notify(forward, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
@@ -197,10 +200,20 @@ func (r *execRunner) run(ctx context.Context) int {
 			r.signalChild(sig.(syscall.Signal))
 		case err := <-r.childDone:
 			r.reap(err)
+		case res := <-r.ss.opened:
+			r.onCampaign(res, time.Now())
+		case <-r.sessionDone():
+			r.onSessionEnd(time.Now())
+		case <-r.pings():
+			r.ping(pctx, &wg)
+		case err := <-r.ss.hbDone:
+			r.onHeartbeat(err)
 		}
 		r.reconcile(&view)
-		// Wake at the lease's end while leading, and when a restart is
-		// due; otherwise only answers (a poll every 100 ms) move anything.
+		r.reconcileSession(pctx, &wg, time.Now())
+		// Wake at the lease's end while leading, and when a restart or a
+		// campaign is due; otherwise only answers (a poll every 100 ms)
+		// move anything.
 		now := time.Now()
 		next := now.Add(time.Hour)
 		if view.Leads(now) {
@@ -209,13 +222,18 @@ func (r *execRunner) run(ctx context.Context) int {
 		if r.child == nil && r.restartAt.After(now) && r.restartAt.Before(next) {
 			next = r.restartAt
 		}
+		for _, at := range []time.Time{r.ss.retryAt, r.nextBeat()} {
+			if at.After(now) && at.Before(next) {
+				next = at
+			}
+		}
 		wake.Reset(max(next.Sub(now), time.Millisecond))
 	}
 }
 
 func (r *execRunner) reconcile(v *client.Leadership) {
 	now := time.Now()
-	want := v.Leads(now)
+	want := v.Leads(now) && r.mayLead()
 	if r.child != nil {
 		if !r.stopping && (!want || v.Status().Epoch != r.epoch) {
 			r.logf("leadership of epoch %d lost: stopping the command", r.epoch)
@@ -235,6 +253,7 @@ func (r *execRunner) reconcile(v *client.Leadership) {
 func (r *execRunner) startChild(st api.Status) {
 	env := append(os.Environ(), "CONCLAVE_EPOCH="+strconv.FormatUint(st.Epoch, 10), "CONCLAVE_LEADER="+st.Leader,
 		"CONCLAVE_ELECTION="+r.c.ElectionName())
+	env = r.sessionEnv(env)
 	cmd, pid, lifeline, err := startGuarded(r.argv, env, os.Stdin, r.stdout, r.stderr)
 	if err != nil {
 		r.logf("cannot start %s: %v", r.argv[0], err)
@@ -285,7 +304,10 @@ func (r *execRunner) reap(err error) {
 	r.logExit(err)
 	if !r.stopping {
 		// It ended on its own while we still lead: start it again soon.
+		// Its session goes with it, so another agent's holder can lead
+		// meanwhile; exec campaigns again when the restart is due.
 		r.restartAt = time.Now().Add(execRestartWait)
+		r.closeSession("the command exited")
 	}
 	r.lifeline.Close()
 	r.child, r.lifeline, r.childDone, r.exited, r.stopping = nil, nil, nil, nil, false

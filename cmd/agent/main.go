@@ -123,6 +123,8 @@ func commands() []command {
 			about: "Runs CMD only while this node leads (the election -election names), with\n" +
 				"CONCLAVE_EPOCH, CONCLAVE_LEADER and CONCLAVE_ELECTION set; stops it at once\n" +
 				"(SIGTERM, then SIGKILL after -grace) on loss of leadership or of the agent.\n" +
+				"On an election with candidacy = \"session\" it holds a session while CMD runs,\n" +
+				"and with session_ttl relays CMD's WATCHDOG=1 on $NOTIFY_SOCKET as check-ins.\n" +
 				"Reports on stderr what it waits for. exec's flags go before CMD.",
 			example:     []string{"agent exec -socket data/cluster/n1/agent.sock -- ./scheduler -once"},
 			commandLine: true},

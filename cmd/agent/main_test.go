@@ -126,6 +126,12 @@ type testCluster struct {
 }
 
 func newTestCluster(t *testing.T, n int, protocol string) *testCluster {
+	return newTestClusterWith(t, n, protocol, nil)
+}
+
+// newTestClusterWith is newTestCluster with each configuration changed by
+// set (when not nil) before its agent starts.
+func newTestClusterWith(t *testing.T, n int, protocol string, set func(c *config.Config)) *testCluster {
 	t.Helper()
 	tc := &testCluster{t: t}
 	dir := t.TempDir()
@@ -148,6 +154,9 @@ func newTestCluster(t *testing.T, n int, protocol string) *testCluster {
 		c.Election.ElectionTimeout = config.Duration(500 * time.Millisecond)
 		c.Detector.HeartbeatInterval = config.Duration(50 * time.Millisecond)
 		c.API.Socket = filepath.Join(dir, voters[i], "agent.sock")
+		if set != nil {
+			set(&c)
+		}
 		if err := c.Validate(); err != nil {
 			t.Fatal(err)
 		}
