@@ -81,6 +81,9 @@ func (r *run) violate(inv, format string, args ...any) {
 	v := &Violation{Seed: r.seed, Invariant: inv, Detail: fmt.Sprintf(format, args...), At: r.now}
 	for _, n := range r.nodes {
 		v.Nodes = append(v.Nodes, r.describe(n))
+		if n.cn != nil {
+			v.Nodes = append(v.Nodes, r.describeElections(n)...)
+		}
 	}
 	v.Trace = r.trace.lines()
 	r.viol = v
@@ -120,28 +123,49 @@ func (r *run) voted(n *node, m protocols.Message) {
 
 // write is a leader's attempt on the fenced resource, which keeps the
 // highest epoch it accepted and refuses lower ones.
-func (r *run) write(n *node, epoch uint64) {
+func (r *run) write(n *node, epoch uint64) { r.writeTo(&r.fence, &r.o.Checks, "", n, epoch) }
+
+// writeTo is write to one election's fenced resource f; label names the
+// election ("" for the default one).
+func (r *run) writeTo(f *fence, c *Checks, label string, n *node, epoch uint64) {
 	switch {
-	case r.fenceSet && epoch < r.fenceHigh:
+	case f.set && epoch < f.high:
 		r.stats.FencedRejected++
-		r.rec(traceRec{kind: recWrite, node: int32(n.idx), a: epoch})
+		r.rec(traceRec{kind: recWrite, node: int32(n.idx), a: epoch, el: label})
 		return
-	case r.fenceSet && epoch == r.fenceHigh && r.fenceNode != n.idx:
-		if r.o.Checks.Fencing {
-			r.violate(InvFencing, "fenced resource accepted epoch %d from n%d and from n%d", epoch, r.fenceNode+1, n.idx+1)
+	case f.set && epoch == f.high && f.node != n.idx:
+		if c.Fencing {
+			in := ""
+			if label != "" {
+				in = "election " + label + ": "
+			}
+			r.violate(InvFencing, "%sfenced resource accepted epoch %d from n%d and from n%d", in, epoch, f.node+1, n.idx+1)
 			return
 		}
 	}
 	r.stats.FencedWrites++
-	if !r.fenceSet || epoch != r.fenceHigh || r.fenceNode != n.idx {
-		r.rec(traceRec{kind: recWrite, node: int32(n.idx), a: epoch, b: 1})
+	if !f.set || epoch != f.high || f.node != n.idx {
+		r.rec(traceRec{kind: recWrite, node: int32(n.idx), a: epoch, b: 1, el: label})
 	}
-	r.fenceSet, r.fenceHigh, r.fenceNode = true, epoch, n.idx
+	f.set, f.high, f.node = true, epoch, n.idx
 }
 
 // check verifies the invariants over every live node: O(nodes) per event,
-// with the epoch map consulted only when a node's view changed.
+// with the epoch map consulted only when a node's view changed; then the
+// named elections' (Options.Elections) and the isolation watch.
 func (r *run) check() {
+	w := r.writer
+	r.checkDefault()
+	if len(r.el) > 0 && !r.done {
+		r.checkElections(w)
+	}
+	if r.iso.on && !r.done {
+		r.checkIsolation()
+	}
+}
+
+// checkDefault is check for the default election.
+func (r *run) checkDefault() {
 	c := &r.o.Checks
 	if r.cm != nil && r.cm.probe != probeNone {
 		defer r.checkProbe()
@@ -205,7 +229,8 @@ func (r *run) check() {
 		case c.Settle > 0 && (r.cm == nil || c.FailoverBound <= 0):
 			r.q.push(event{at: r.now + c.Settle, kind: evSettled})
 		default:
-			r.done = r.cm == nil || !r.startProbe(first, l.Epoch)
+			ended := r.cm == nil || !r.startProbe(first, l.Epoch)
+			r.done = ended && r.electionsLive()
 		}
 		r.rec(traceRec{kind: recLive, node: int32(first), a: l.Epoch})
 	}
@@ -213,12 +238,22 @@ func (r *run) check() {
 
 // claims records and cross-checks who n says leads st.Epoch.
 func (r *run) claims(n *node, st protocols.Status) {
-	c := &r.o.Checks
+	r.claimsIn(r.leaderOf, &r.o.Checks, "", n, st, func(epoch uint64) { r.elected(n, epoch) })
+}
+
+// claimsIn is claims for one election: leaderOf is its claims by epoch,
+// c its checks, label its name in violations ("" for the default one),
+// elected what a first claim by the leader itself sets off.
+func (r *run) claimsIn(leaderOf map[uint64]claim, c *Checks, label string, n *node, st protocols.Status, elected func(uint64)) {
+	in := ""
+	if label != "" {
+		in = "election " + label + ": "
+	}
 	self := st.Role == protocols.Leader
 	who := st.Leader
 	if self {
 		if who != protocols.None && who != n.member.ID && c.AgreeOnLeaderOfEpoch {
-			r.violate(InvAgree, "n%d reports Role=leader but Leader=%d in epoch %d", n.idx+1, who, st.Epoch)
+			r.violate(InvAgree, "%sn%d reports Role=leader but Leader=%d in epoch %d", in, n.idx+1, who, st.Epoch)
 			return
 		}
 		who = n.member.ID
@@ -226,26 +261,26 @@ func (r *run) claims(n *node, st protocols.Status) {
 	if who == protocols.None {
 		return
 	}
-	prev, ok := r.leaderOf[st.Epoch]
+	prev, ok := leaderOf[st.Epoch]
 	switch {
 	case !ok:
-		r.leaderOf[st.Epoch] = claim{leader: who, by: int32(n.idx), self: self}
+		leaderOf[st.Epoch] = claim{leader: who, by: int32(n.idx), self: self}
 		if self {
-			r.elected(n, st.Epoch)
+			elected(st.Epoch)
 		}
 	case prev.leader == who:
 		if self && !prev.self {
 			prev.self = true
-			r.leaderOf[st.Epoch] = prev
-			r.elected(n, st.Epoch)
+			leaderOf[st.Epoch] = prev
+			elected(st.Epoch)
 		}
 	case self && prev.self:
 		if c.SingleLeaderPerEpoch {
-			r.violate(InvSingleLeader, "n%d and n%d both led epoch %d", prev.leader, n.idx+1, st.Epoch)
+			r.violate(InvSingleLeader, "%sn%d and n%d both led epoch %d", in, prev.leader, n.idx+1, st.Epoch)
 		}
 	default:
 		if c.AgreeOnLeaderOfEpoch {
-			r.violate(InvAgree, "n%d says n%d leads epoch %d, but n%d said n%d", n.idx+1, who, st.Epoch, prev.by+1, prev.leader)
+			r.violate(InvAgree, "%sn%d says n%d leads epoch %d, but n%d said n%d", in, n.idx+1, who, st.Epoch, prev.by+1, prev.leader)
 		}
 	}
 }

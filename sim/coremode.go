@@ -75,6 +75,11 @@ type coreNode struct {
 	// of which memberlist gossips as an update of the member.
 	digest, digestExt string
 	metaGen           uint32
+	// els are the node's named elections (Options.Elections), and
+	// defWant the members the default election asked a transport peer
+	// for, when it shares peers with them (elections.go).
+	els     []*elNode
+	defWant map[protocols.ID]bool
 }
 
 // pendingLeave is a FaultLeave waiting for its node's core to finish the
@@ -130,7 +135,12 @@ func newCoreRun(n int) *coreRun {
 // coreProto lets the bare loop's checker, resign and describe read a core
 // node like a protocol: Status is core.Node.Leader, which merges observer
 // knowledge from gossip, so the checker sees what the socket reports.
-type coreProto struct{ c *core.Node }
+type coreProto struct {
+	c *core.Node
+	// els are the node's named elections (elections.go): the health
+	// nemesis reaches every election, as the agent's health glue does.
+	els []*elNode
+}
 
 func (p coreProto) Step(now protocols.Time, m protocols.Message) error { return p.c.Step(now, m) }
 func (p coreProto) Tick(now protocols.Time)                            { p.c.Tick(now) }
@@ -148,6 +158,9 @@ func (p coreProto) Advance(protocols.Ready)                            {}
 // the configuration's, fixed for the run.
 func (p coreProto) SetCandidacy(now protocols.Time, c protocols.Candidacy) {
 	p.c.SetHealth(now, core.Health{Maintenance: c.Ineligible})
+	for _, e := range p.els {
+		e.c.SetHealth(now, core.Health{Maintenance: c.Ineligible})
+	}
 }
 
 // ChangeVoters gives the core a voter change as the agent's voters glue
@@ -192,16 +205,9 @@ func (r *run) startCore(n *node) error {
 	}
 	idx := n.idx
 	if r.o.Trace != nil && cfg.Logger == nil {
-		cfg.Logger = traceLogger{r, idx}
+		cfg.Logger = traceLogger{r: r, idx: idx}
 	}
-	cfg.Reachable = func(id protocols.ID) bool {
-		j := int(id) - 1
-		if j < 0 || j >= len(r.nodes) {
-			return false
-		}
-		p := r.nodes[j]
-		return !p.crashed && !p.paused && r.conn[j][idx]
-	}
+	cfg.Reachable = r.reachFunc(idx)
 	cfg.ObservedEpoch = n.cn.observed
 	c, err := core.New(cfg)
 	if err != nil {
@@ -214,7 +220,12 @@ func (r *run) startCore(n *node) error {
 	}
 	cn.c, cn.left, cn.leave = c, false, nil
 	cn.peers = make(map[protocols.ID]string)
-	n.p = coreProto{c}
+	n.p = coreProto{c: c, els: cn.els}
+	if len(cn.els) > 0 {
+		if err := r.startElections(n); err != nil {
+			return err
+		}
+	}
 	n.crashed, n.paused = false, false
 	n.lastValid = false
 	for j := range r.cm.view[idx] {
@@ -237,7 +248,10 @@ func (r *run) drainCore(n *node) {
 			r.violate(InvDriver, "n%d: %v", n.idx+1, err)
 			return
 		}
-		if _, done := c.Stopping(); done && n.cn.leave != nil {
+		if len(n.cn.els) > 0 && !r.drainElections(n) {
+			return
+		}
+		if stopDone(n) && n.cn.leave != nil {
 			r.finishLeave(n)
 			r.healthFire()
 			return
@@ -310,6 +324,11 @@ func (s coreShell) Send(msgs []protocols.Message) {
 }
 
 func (s coreShell) ApplyPeers(peers []core.PeerChange) {
+	if len(s.n.cn.els) > 0 {
+		// A peer table shared by several elections (elections.go).
+		s.r.applyPeers(s.n, s.n.cn.defWant, "", peers)
+		return
+	}
 	for _, p := range peers {
 		if p.Remove {
 			delete(s.n.cn.peers, p.ID)
@@ -368,7 +387,7 @@ func (r *run) rearm(n *node) {
 	}
 	now := r.local(n)
 	d := coreTickInterval
-	if next, ok := n.cn.c.NextWake(now, coreMaxSleep); ok {
+	if next, ok := nextWake(n, now); ok {
 		d = max(next.Sub(now), coreMinSleep)
 	}
 	n.tickGen++
@@ -388,6 +407,9 @@ func (r *run) tickCore(n *node) {
 	now := r.local(n)
 	r.rec(traceRec{kind: recTick, node: int32(n.idx), local: now})
 	n.cn.c.Tick(now)
+	for _, e := range n.cn.els {
+		e.c.Tick(now)
+	}
 	r.drainCore(n)
 	r.writer = n.idx
 }
@@ -453,10 +475,16 @@ func (r *run) coreEvent(ev event) {
 		}
 		now := r.local(n)
 		r.rec(traceRec{kind: recInput, node: ev.node, a: inputGossip, b: uint64(ev.arg)})
-		if err := n.cn.c.Gossiped(now, r.cm.payloads[ev.arg]); err != nil {
+		c := r.gossipTarget(n, r.cm.payloads[ev.arg])
+		if c == nil {
+			return // an election this agent does not run, as the agent ignores it
+		}
+		if err := c.Gossiped(now, r.cm.payloads[ev.arg]); err != nil {
 			r.rec(traceRec{kind: recStepErr, node: ev.node, err: err})
 		}
 		r.drainCore(n)
+	case evSessionKeep:
+		r.sessionKeep(ev)
 	case evMembers:
 		r.scanMembers()
 		r.q.push(event{at: r.now + membersScan, kind: evMembers})
@@ -485,9 +513,13 @@ func (r *run) coreFault(a Action, i, tgt int) {
 		// the node runs on, then the node leaves (finishLeave).
 		nd.cn.leave = &pendingLeave{action: int32(i), away: a.Duration}
 		nd.cn.c.Shutdown(r.local(nd))
+		for _, e := range nd.cn.els {
+			e.c.Shutdown(r.local(nd))
+		}
 		r.drainCore(nd)
 		return
 	}
+	r.isoStart(tgt, a.Kind.String())
 	r.crash(nd)
 	nd.cn.newIdentity = true
 	nd.fault++
@@ -599,9 +631,14 @@ func (r *run) checkProbe() {
 type traceLogger struct {
 	r   *run
 	idx int
+	el  string // a named election's name, "" for the default one
 }
 
 func (l traceLogger) log(level, msg string, kv []any) {
+	if l.el != "" {
+		fmt.Fprintf(l.r.o.Trace, "%12.6fs [%s] n%-2d core  %s %s %v\n", l.r.now.Seconds(), l.el, l.idx+1, level, msg, kv)
+		return
+	}
 	fmt.Fprintf(l.r.o.Trace, "%12.6fs n%-2d core  %s %s %v\n", l.r.now.Seconds(), l.idx+1, level, msg, kv)
 }
 

@@ -6,6 +6,7 @@ func (r *run) crash(n *node) {
 	n.p = nil
 	if n.cn != nil {
 		n.cn.c = nil
+		stopElections(n)
 	}
 	n.crashed, n.paused = true, false
 	n.resigned = false
@@ -110,6 +111,7 @@ func (r *run) fault(i int) {
 		if nd.crashed || nd.paused {
 			return
 		}
+		r.isoStart(tgt, "pause")
 		nd.paused = true
 		nd.fault++
 		undo.inc = nd.fault
@@ -150,6 +152,9 @@ func (r *run) fault(i int) {
 		return
 	case FaultPauseGroup:
 		r.pauseGroup(a, i)
+		return
+	case FaultSession:
+		r.sessionFault(a)
 		return
 	default:
 		return
@@ -217,6 +222,7 @@ func (r *run) crashFault(a Action, i, tgt int) {
 	if nd.crashed || r.healed {
 		return
 	}
+	r.isoStart(tgt, "crash")
 	r.crash(nd)
 	nd.fault++
 	r.stats.Faults[FaultCrash]++
@@ -295,6 +301,9 @@ func (r *run) heal() {
 		if r.done {
 			return
 		}
+	}
+	if r.sessionsHeal(); r.done {
+		return
 	}
 	if b := r.o.Checks.LivenessBound; b > 0 {
 		r.q.push(event{at: r.now + b, kind: evDeadline})

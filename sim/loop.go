@@ -21,14 +21,19 @@ func (r *run) loop() {
 			}
 			r.tick(n)
 		case evFault:
+			r.iso.on = false // another fault: the network is no longer intact
 			r.fault(int(ev.arg))
 		case evUndo:
+			r.iso.on = false
 			r.undo(int(ev.arg), int(ev.node), ev.inc)
 		case evHeal:
+			r.iso.on = false
 			r.heal()
 		case evDeadline:
 			if !r.live {
 				r.violate(InvLiveness, "no leader followed by every node %v after the heal", r.o.Checks.LivenessBound)
+			} else if name := r.notLive(); name != "" {
+				r.violate(InvLiveness, "election %s: no leader followed by every node %v after the heal", name, r.o.Checks.LivenessBound)
 			}
 		case evStop:
 			r.done = true
@@ -148,7 +153,17 @@ func (r *run) deliver(ev event) {
 func (r *run) step(n *node, m protocols.Message) {
 	now := r.local(n)
 	r.rec(traceRec{kind: recDeliver, node: int32(n.idx), local: now, msg: m})
-	if err := n.p.Step(now, m); err != nil {
+	p := n.p
+	if n.cn != nil && len(n.cn.els) > 0 {
+		// Routed by the election the message names (elections.go).
+		c := r.stepTarget(n, m)
+		if c == nil {
+			r.rec(traceRec{kind: recDrop, node: int32(n.idx), a: dropElection, msg: m})
+			return
+		}
+		p = coreProto{c: c}
+	}
+	if err := p.Step(now, m); err != nil {
 		r.rec(traceRec{kind: recStepErr, node: int32(n.idx), msg: m, err: err})
 	}
 	r.drain(n)

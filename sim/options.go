@@ -92,6 +92,12 @@ type Checks struct {
 	// live, eligible node of highest rank (Schedule.Priorities, then id;
 	// sim/preferred.go).
 	Preferred bool
+	// Isolation: while one node is crashed or paused by a single fault
+	// and the rest of the network is intact, the leader of an election
+	// that node does not lead keeps leading it in the same epoch
+	// (docs/simulator.md, "Several elections per node"). Majority only:
+	// its leader needs a quorum of voters, not every member.
+	Isolation bool
 	// FailoverBound (core mode only): once liveness after the heal is
 	// reached, the leader resigns and the next node to claim leadership
 	// is crashed for good right after its claim went out; within this
@@ -174,6 +180,15 @@ type Options struct {
 	// DownAfter: likewise MemberDown / MemberUp, modelling gossip. Default
 	// five election timeouts; negative disables them.
 	DownAfter time.Duration
+	// Elections (core mode only) are named elections every node runs
+	// beside the default one, over the same membership model, network
+	// and transport peer table (elections.go). The failover probe and
+	// Checks.Settle are then off: the run ends when every election is
+	// live after the heal.
+	Elections []ElectionSpec
+	// ShellBugs plants deliberate bugs in the simulator's shell
+	// (simulator tests only).
+	ShellBugs ShellBugs
 	// TraceLen is how many trailing events a Violation carries. Default 300.
 	TraceLen int
 	// Trace, when set, receives every event of the run, one line each.
@@ -189,6 +204,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Nodes < 0 || o.Nodes > 64 {
 		return o, errors.New("sim: Nodes must be between 1 and 64")
+	}
+	if err := validateElections(o); err != nil {
+		return o, err
 	}
 	o = o.fill()
 	if o.Core != nil {

@@ -81,6 +81,12 @@ const (
 	// host group. Only drawn when Options.Faults names it
 	// (MajorityFaults).
 	FaultPauseGroup
+	// FaultSession (Options.Elections with a session election): a local
+	// process of a node opens a session, checking in for Duration and
+	// then closing it or falling silent (it expires after the TTL), or
+	// the node's holders close theirs or stop checking in (sessions.go).
+	// Only drawn when Options.Faults names it.
+	FaultSession
 
 	// NumFaultKinds is the number of fault kinds.
 	NumFaultKinds
@@ -104,6 +110,7 @@ var faultNames = [...]string{
 	FaultRestartNewPeer: "restart-new-peer",
 	FaultLeave:          "leave",
 	FaultPauseGroup:     "pause-group",
+	FaultSession:        "session",
 }
 
 // String returns the fault kind's short name.
@@ -279,6 +286,11 @@ func RandomSchedule(rng *rand.Rand, o Options) Schedule {
 			a.Duration = et + randDur(rng, 10*et)
 		case FaultResign, FaultVoterChange:
 			a.Target = TargetLeader
+		case FaultSession:
+			if rng.IntN(2) == 0 {
+				a.Target = TargetLeader
+			}
+			a.Duration = et + randDur(rng, 15*et)
 		case FaultHealth:
 			a.Target, a.Duration = healthAction(rng, et)
 		case FaultRestartNewPeer:

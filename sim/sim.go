@@ -92,13 +92,15 @@ type run struct {
 	// crashNext the node to crash at the end of the current event, or -1.
 	armed, crashNext int
 
-	fenceSet  bool
-	fenceHigh uint64
-	fenceNode int
+	fence fence
 
 	cfg configCheck
 	hl  healthRun
 	cm  *coreRun // core mode only (coremode.go)
+	// el is the named elections' checker state (Options.Elections,
+	// elections.go); iso the isolation watch (Checks.Isolation).
+	el  []*elRun
+	iso isoWatch
 
 	stats Stats
 	trace traceRing
@@ -201,6 +203,7 @@ func newRun(o Options, seed uint64, rng *rand.Rand, s Schedule) (*run, error) {
 	r.connectAll()
 	if o.Core != nil {
 		r.cm = newCoreRun(n)
+		r.initElections()
 	}
 	for i := range n {
 		r.nodes = append(r.nodes, &node{
@@ -215,6 +218,9 @@ func newRun(o Options, seed uint64, rng *rand.Rand, s Schedule) (*run, error) {
 	for _, nd := range r.nodes {
 		if r.cm != nil {
 			nd.cn = &coreNode{}
+			for range r.el {
+				nd.cn.els = append(nd.cn.els, &elNode{})
+			}
 		}
 		if err := r.start(nd); err != nil {
 			return nil, err

@@ -38,10 +38,11 @@ const (
 	dropStalePeer   // the peer's id is not the destination's current one
 	dropUnknownPeer // the receiver's transport has not admitted the sender
 	dropGossip      // a gossip message lost to a crash or pause
+	dropElection    // the receiver runs no election by the message's name
 )
 
 var dropNames = [...]string{"random", "partition", "crashed", "bad-destination",
-	"no-peer", "stale-peer-id", "unknown-sender", "gossip-lost"}
+	"no-peer", "stale-peer-id", "unknown-sender", "gossip-lost", "no-such-election"}
 
 const (
 	inputUp = iota
@@ -67,11 +68,17 @@ type traceRec struct {
 	local   protocols.Time
 	msg     protocols.Message
 	err     error
+	// el names the named election the record is about ("" for the
+	// default one or none).
+	el string
 }
 
 func (r *traceRec) String() string {
 	prefix := fmt.Sprintf("%12.6fs", r.at.Seconds())
 	node := fmt.Sprintf("n%d", r.node+1)
+	if r.el != "" {
+		prefix += " [" + r.el + "]"
+	}
 	switch r.kind {
 	case recDeliver:
 		return fmt.Sprintf("%s %-3s recv  %s", prefix, node, r.msg)
@@ -104,6 +111,9 @@ func (r *traceRec) String() string {
 		}
 		if FaultKind(r.a) == FaultPoison {
 			s += fmt.Sprintf(" value=%d", r.c)
+		}
+		if FaultKind(r.a) == FaultSession && r.kind == recFault {
+			s += " " + sessionOps[r.c]
 		}
 		return s
 	case recHeal:
@@ -169,6 +179,11 @@ func (t *traceRing) add(r traceRec) {
 	t.mix(m.Epoch)
 	t.mix(uint64(m.Leader)<<32 ^ uint64(m.Candidate) ^ uint64(m.Hops)<<48)
 	t.mix(m.Context)
+	// Mixed only when set, so that runs of the default election alone
+	// keep the hashes they had before named elections.
+	for _, c := range []byte(r.el) {
+		t.mix(uint64(c))
+	}
 	if r.err != nil {
 		for _, c := range []byte(r.err.Error()) {
 			t.mix(uint64(c))
