@@ -229,8 +229,9 @@ func (r *run) checkDefault() {
 		case c.Settle > 0 && (r.cm == nil || c.FailoverBound <= 0):
 			r.q.push(event{at: r.now + c.Settle, kind: evSettled})
 		default:
-			ended := r.cm == nil || !r.startProbe(first, l.Epoch)
-			r.done = ended && r.electionsLive()
+			if ended := r.cm == nil || !r.startProbe(first, l.Epoch); ended && r.electionsLive() {
+				r.endOrProbe()
+			}
 		}
 		r.rec(traceRec{kind: recLive, node: int32(first), a: l.Epoch})
 	}

@@ -485,6 +485,13 @@ func (r *run) coreEvent(ev event) {
 		r.drainCore(n)
 	case evSessionKeep:
 		r.sessionKeep(ev)
+	case evIsoStart:
+		if !r.isoProbe() {
+			r.done = true
+		}
+	case evIsoEnd:
+		r.iso.on = false
+		r.done = true
 	case evMembers:
 		r.scanMembers()
 		r.q.push(event{at: r.now + membersScan, kind: evMembers})

@@ -8,8 +8,8 @@ import (
 
 	"github.com/conclave-agent/conclave/api"
 	"github.com/conclave-agent/conclave/core"
-	"github.com/conclave-agent/conclave/protocols/observe"
 	"github.com/conclave-agent/conclave/protocols"
+	"github.com/conclave-agent/conclave/protocols/observe"
 )
 
 // Multi-election runs (Options.Elections; docs/simulator.md, "Several
@@ -434,7 +434,7 @@ func (s elShell) Publish(st api.Status) {
 		return
 	}
 	e.leading = st.Epoch
-	if er.session.Required && e.c.Sessions() == 0 {
+	if er.spec.Checks.SessionLeader && er.session.Required && e.c.Sessions() == 0 {
 		s.r.violate(InvSession, "n%d became leader of election %s in epoch %d while it held no session", s.n.idx+1, er.spec.Name, st.Epoch)
 	}
 }

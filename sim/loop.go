@@ -21,10 +21,12 @@ func (r *run) loop() {
 			}
 			r.tick(n)
 		case evFault:
-			r.iso.on = false // another fault: the network is no longer intact
+			// Another fault: the network is no longer intact. After the
+			// heal faults and undos do nothing (the isolation probe).
+			r.iso.on = r.iso.on && r.healed
 			r.fault(int(ev.arg))
 		case evUndo:
-			r.iso.on = false
+			r.iso.on = r.iso.on && r.healed
 			r.undo(int(ev.arg), int(ev.node), ev.inc)
 		case evHeal:
 			r.iso.on = false

@@ -168,5 +168,9 @@ func (r *run) applyMember(on *node, m int, st membership.State) {
 	}
 	r.rec(traceRec{kind: recInput, node: int32(on.idx), a: inputMember, b: uint64(m), c: uint64(st)})
 	on.cn.c.ApplyMember(r.local(on), ev)
+	for _, e := range on.cn.els {
+		// Every election hears every membership event, as in the agent.
+		e.c.ApplyMember(r.local(on), ev)
+	}
 	r.drainCore(on)
 }

@@ -98,6 +98,11 @@ type Checks struct {
 	// (docs/simulator.md, "Several elections per node"). Majority only:
 	// its leader needs a quorum of voters, not every member.
 	Isolation bool
+	// SessionLeader (a named election whose candidacy sessions hold;
+	// Options.Elections): no node becomes leader, leading an epoch it
+	// did not lead before, while it holds no session; and after the heal
+	// the one node given the only session leads (sessions.go).
+	SessionLeader bool
 	// FailoverBound (core mode only): once liveness after the heal is
 	// reached, the leader resigns and the next node to claim leadership
 	// is crashed for good right after its claim went out; within this

@@ -75,7 +75,7 @@ func (r *run) checkElections(writer int) {
 				}
 			}
 		}
-		if r.healed && !er.live && c.LivenessBound > 0 && leaders == 1 && (er.holder < 0 || er.holder == first) {
+		if r.healed && !er.live && c.LivenessBound > 0 && leaders == 1 && (er.holder < 0 || !c.SessionLeader || er.holder == first) {
 			r.electionLive(i, first)
 		}
 	}
@@ -96,7 +96,7 @@ func (r *run) electionLive(i, first int) {
 	er.live = true
 	r.rec(traceRec{kind: recLive, node: int32(first), a: l.Epoch, el: er.spec.Name})
 	if r.live && r.electionsLive() {
-		r.done = true
+		r.endOrProbe()
 	}
 }
 
@@ -323,7 +323,7 @@ func (r *run) statusOf(n *node, e int) protocols.Status {
 // without x. Any later fault, undo or the heal closes it (loop).
 func (r *run) isoStart(x int, what string) {
 	r.iso.on = false
-	if r.cm == nil || r.healed || r.cm.probe != probeNone || r.dropProb > 0 || r.dupProb > 0 || r.longProb > 0 ||
+	if r.cm == nil || r.cm.probe != probeNone || r.dropProb > 0 || r.dupProb > 0 || r.longProb > 0 ||
 		r.maxDelay != max(r.sched.MaxDelay, r.minDelay) || slices.Contains(r.hl.ineligible, true) {
 		return
 	}
@@ -376,8 +376,84 @@ func (r *run) isoStart(x int, what string) {
 		}
 		w.lead[e+1], w.epoch[e+1] = l, lst.Epoch
 		w.on = true
+		r.stats.IsolationWatches++
+	}
+	if w.on {
+		r.stats.IsolationWindows++
 	}
 	r.iso = w
+}
+
+// evIsoEnd ends the isolation probe, and the run.
+const evIsoEnd = evFailover + 2
+
+// endOrProbe ends a run whose every election is live after the heal,
+// unless an isolation check is on: then the isolation probe runs first.
+func (r *run) endOrProbe() {
+	if !r.o.Checks.Isolation && !slices.ContainsFunc(r.el, func(er *elRun) bool { return er.spec.Checks.Isolation }) {
+		r.done = true
+		return
+	}
+	if at := r.healAt + isoQuiet*r.o.ElectionTimeout; r.now < at {
+		// Messages of the fault phase may still be in flight: a long
+		// delay (three election timeouts at most) on a slowed network
+		// (three more). The probe starts once they all landed.
+		r.q.push(event{at: at, kind: evIsoStart})
+		return
+	}
+	if !r.isoProbe() {
+		r.done = true
+	}
+}
+
+// isoQuiet is how long after the heal, in election timeouts, the
+// isolation probe starts at the earliest.
+const isoQuiet = 7
+
+// evIsoStart starts a deferred isolation probe.
+const evIsoStart = evFailover + 3
+
+// isoProbe is the isolation probe, once every election is live after the
+// heal: one node (half the time the leader of a random election, so that
+// its crash moves that election) crashes or pauses for good, and the
+// watched elections it does not lead must keep their leaders and epochs
+// for between one election timeout and the membership model's latest
+// death declaration, after which the run ends. It reports whether the
+// probe started.
+func (r *run) isoProbe() bool {
+	if r.isoProbed {
+		return false
+	}
+	r.isoProbed = true
+	x := r.rng.IntN(len(r.nodes))
+	if r.rng.IntN(2) == 0 {
+		e := r.rng.IntN(len(r.el)+1) - 1
+		lead := r.curLead
+		if e >= 0 {
+			lead = r.el[e].curLead
+		}
+		if lead >= 0 {
+			x = lead
+		}
+	}
+	kind := FaultCrash
+	if r.rng.IntN(2) == 0 {
+		kind = FaultPause
+	}
+	if r.isoStart(x, kind.String()); !r.iso.on {
+		return false
+	}
+	nd := r.nodes[x]
+	r.rec(traceRec{kind: recFault, node: int32(x), a: uint64(kind), b: uint64(x)})
+	if kind == FaultCrash {
+		r.crash(nd)
+	} else {
+		nd.paused = true
+		nd.fault++
+	}
+	d := r.o.ElectionTimeout + randDur(r.rng, deathMin+deathSpread)
+	r.q.push(event{at: r.now + d, kind: evIsoEnd})
+	return true
 }
 
 // checkIsolation fails a watched election whose leader stopped leading

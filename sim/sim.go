@@ -101,6 +101,8 @@ type run struct {
 	// elections.go); iso the isolation watch (Checks.Isolation).
 	el  []*elRun
 	iso isoWatch
+	// isoProbed: the isolation probe ran (sessions.go).
+	isoProbed bool
 
 	stats Stats
 	trace traceRing

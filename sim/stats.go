@@ -39,6 +39,10 @@ type Stats struct {
 	Failovers    int64
 	FailoverHist [failoverBuckets]int64
 	FailoverMax  time.Duration
+	// IsolationWindows counts the isolation check's windows (a single
+	// node down, the rest intact; Checks.Isolation), and IsolationWatches
+	// the elections watched in them.
+	IsolationWindows, IsolationWatches int64
 }
 
 // FailoverBucket is the width of a Stats.FailoverHist bucket.
@@ -73,6 +77,8 @@ func (s *Stats) Add(o Stats) {
 		s.Faults[i] += o.Faults[i]
 	}
 	s.Elections += o.Elections
+	s.IsolationWindows += o.IsolationWindows
+	s.IsolationWatches += o.IsolationWatches
 	s.Violations += o.Violations
 	s.Events += o.Events
 	s.Messages += o.Messages
@@ -109,6 +115,9 @@ func (s Stats) String() string {
 	fmt.Fprintf(&b, "messages:        %d\n", s.Messages)
 	fmt.Fprintf(&b, "fenced writes:   %d accepted, %d rejected\n", s.FencedWrites, s.FencedRejected)
 	fmt.Fprintf(&b, "virtual time:    %v\n", s.VirtualTime.Round(time.Second))
+	if s.IsolationWindows > 0 {
+		fmt.Fprintf(&b, "isolation:       %d windows, %d elections watched\n", s.IsolationWindows, s.IsolationWatches)
+	}
 	if s.Failovers > 0 {
 		fmt.Fprintf(&b, "failover probe:  %d runs, crash to agreement p50 %v, p90 %v, p99 %v, max %v\n", s.Failovers,
 			s.FailoverPercentile(50), s.FailoverPercentile(90), s.FailoverPercentile(99), s.FailoverMax.Round(time.Millisecond))

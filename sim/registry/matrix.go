@@ -33,10 +33,14 @@ const (
 	// the middle of elections, random priorities, preferred nodes crashing
 	// mid-transfer.
 	SetHealth = "health"
+	// SetSessions (the multi-election variant) adds the session nemesis
+	// (sim.FaultSession) to the base one, over named elections whose
+	// candidacy sessions hold.
+	SetSessions = "sessions"
 )
 
 // FaultSets lists the matrix's columns in order.
-func FaultSets() []string { return []string{SetFaults, SetVoters, SetHealth} }
+func FaultSets() []string { return []string{SetFaults, SetVoters, SetHealth, SetSessions} }
 
 // Cell is one pairing of a variant with a fault set.
 type Cell struct {
@@ -48,6 +52,10 @@ type Cell struct {
 	NotApplicable string
 	// Off lists the checks this cell switches off, each with its reason.
 	Off []string
+	// Schedules, when not zero, is the cell's own count of schedules in
+	// CI's matrix, for a cell whose schedules cost several times a core
+	// cell's (sim's TestMatrix).
+	Schedules int
 }
 
 // Name is the cell's name for -cell and the CI log: variant/set.
@@ -77,16 +85,60 @@ const (
 		"open finding, docs/simulator.md finding 13, a ring liveness tail"
 	naVoters = "bully and ring have no replicated voter set: their members are whoever gossip " +
 		"(or the bare run's fixed list) says is up"
+	naSessions = "the session nemesis opens and ends sessions of named elections; " +
+		"only the multi-election variant (core-multi) runs named elections"
+	naMultiVoters = "voter changes and health faults go to every election alike; the single-election cells " +
+		"cover them, and the multi-election cells what several elections add: routing, separate state, isolation, sessions"
+	offProbeMulti = "failover probe, settle: with several elections the run ends once every election is live " +
+		"after the heal; the probe is defined on one election's leader"
+	offLeaseNamed = "lease, vote-once-per-term, isolation in the bully and ring elections: they hold no lease, cast no votes, " +
+		"and a member's return may start an election round that elects the same leader anew"
+	offIsolationSessions = "isolation in the session elections: a session's end moves leadership by design"
 )
+
+// Per-cell counts of the multi-election cells in CI's matrix: each of
+// their schedules costs about four core-majority ones (four elections
+// per node), and the two cells together stay within a minute of CPU.
+const (
+	multiFaultsSchedules   = 1500
+	multiSessionsSchedules = 1000
+)
+
+// multiCells are the multi-election variant's cells.
+func multiCells() []Cell {
+	var cells []Cell
+	for _, set := range FaultSets() {
+		c := Cell{Variant: MultiVariant, Set: set}
+		switch set {
+		case SetFaults:
+			c.Off, c.Schedules = []string{offPoisonCore, offProbeMulti, offLeaseNamed}, multiFaultsSchedules
+		case SetSessions:
+			c.Off, c.Schedules = []string{offPoisonCore, offProbeMulti, offLeaseNamed, offIsolationSessions}, multiSessionsSchedules
+		default:
+			c.NotApplicable = naMultiVoters
+		}
+		cells = append(cells, c)
+	}
+	return cells
+}
 
 // Matrix returns every cell, variants in registry order (bare, then core
 // mode), fault sets in FaultSets order.
 func Matrix() []Cell {
 	var cells []Cell
 	for _, v := range append(Names(), CoreNames()...) {
+		if v == MultiVariant {
+			cells = append(cells, multiCells()...)
+			continue
+		}
 		majority := strings.HasSuffix(v, "majority")
 		for _, set := range FaultSets() {
 			c := Cell{Variant: v, Set: set}
+			if set == SetSessions {
+				c.NotApplicable = naSessions
+				cells = append(cells, c)
+				continue
+			}
 			if core := strings.HasPrefix(v, "core-"); core {
 				c.Off = append(c.Off, offPoisonCore)
 			} else if set == SetHealth {
@@ -173,6 +225,12 @@ func (c Cell) Options() (sim.Options, error) {
 		if core {
 			o.Checks.FailoverBound = 0
 		}
+	case SetSessions:
+		o.Elections = SessionElections(o.ElectionTimeout)
+		o.Faults = append(o.Faults, sim.FaultSession, sim.FaultSession, sim.FaultSession, sim.FaultSession, sim.FaultSession, sim.FaultSession)
+	}
+	if len(o.Elections) > 0 {
+		return o, nil
 	}
 	if !strings.HasSuffix(c.Variant, "majority") && o.Checks.FailoverBound == 0 {
 		// The preempt delay (3 election timeouts) and ten more for the

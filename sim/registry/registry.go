@@ -32,6 +32,10 @@ type Entry struct {
 	Core sim.CoreFactory
 	// FailoverETs is core mode's failover bound in election timeouts.
 	FailoverETs int
+	// Elections, when set, declares the named elections every node runs
+	// beside the default one (sim.Options.Elections), for an election
+	// timeout; the failover probe is then off.
+	Elections func(electionTimeout time.Duration) []sim.ElectionSpec
 }
 
 var entries = map[string]Entry{
@@ -46,6 +50,8 @@ var entries = map[string]Entry{
 	"core-ring":          {Core: Core(core.ProtocolRing, ring.AlgLCR, core.Unsafe{}), Checks: sim.NoLeaseChecks, FailoverETs: ringFailoverETs},
 	"core-ring-hs":       {Core: Core(core.ProtocolRing, ring.AlgHS, core.Unsafe{}), Checks: sim.NoLeaseChecks, FailoverETs: ringFailoverETs},
 	"core-ring-peterson": {Core: Core(core.ProtocolRing, ring.AlgPeterson, core.Unsafe{}), Checks: sim.NoLeaseChecks, FailoverETs: ringFailoverETs},
+
+	MultiVariant: {Core: Core(core.ProtocolMajority, "", core.Unsafe{}), Checks: sim.AllChecks, Elections: MultiElections},
 }
 
 // Names lists the registered bare protocols (run from their Factory),
@@ -90,6 +96,13 @@ func Options(name string) (sim.Options, error) {
 	e, err := Lookup(name)
 	if err != nil {
 		return sim.Options{}, err
+	}
+	if e.Core != nil && e.Elections != nil {
+		// The default election as core-majority's, without the probe.
+		o := CoreOptions(e.Core, e.Checks, true, 0)
+		o.Checks.Isolation = true
+		o.Elections = e.Elections(o.ElectionTimeout)
+		return o, nil
 	}
 	if e.Core != nil {
 		return CoreOptions(e.Core, e.Checks, strings.HasSuffix(name, core.ProtocolMajority), e.FailoverETs), nil
@@ -155,33 +168,46 @@ func CoreOptions(f sim.CoreFactory, checks func(time.Duration) sim.Checks, obser
 // for the real policy).
 func Core(protocol, algorithm string, unsafe core.Unsafe) sim.CoreFactory {
 	return func(c sim.NodeConfig) (core.Config, error) {
-		cfg := config.Default()
-		cfg.Node.ID = uint64(c.Self.ID)
-		cfg.Node.Name = c.Self.Name
-		cfg.Node.Priority = int(c.Candidacy.Priority)
-		cfg.Election.Protocol = protocol
-		cfg.Election.RingAlgorithm = algorithm
-		cfg.Election.Voters = nil
-		if protocol == core.ProtocolMajority {
-			cfg.Election.Voters = append([]string(nil), c.Voters...)
-		}
-		cfg.Election.ElectionTimeout = config.Duration(c.ElectionTimeout)
-		cfg.Detector.HeartbeatInterval = config.Duration(c.HeartbeatInterval)
-		cfg.Election.PreVote, cfg.Election.CheckQuorum, cfg.Election.Preempt = true, true, true
-		cfg.Election.PreemptDelay = config.Duration(simPreemptDelay(c.ElectionTimeout))
-		cc := core.ConfigFrom(cfg, core.Start{
-			HardState:   c.HardState,
-			Now:         c.Now,
-			Rand:        c.Rand,
-			Gossip:      true,
-			Maintenance: c.Candidacy.Ineligible,
-		})
+		cfg := nodeConfig(c, protocol, algorithm)
+		cc, _ := core.ConfigFor(cfg, core.DefaultElection, coreStart(c))
 		// The modelled clocks drift by the run's bound, so the lease
 		// tolerates that one.
 		cc.Election.MaxClockDrift = c.MaxClockDrift
 		cc.Unsafe = unsafe
 		return cc, nil
 	}
+}
+
+// coreStart is the core's start state of a simulated node.
+func coreStart(c sim.NodeConfig) core.Start {
+	return core.Start{
+		HardState:   c.HardState,
+		Now:         c.Now,
+		Rand:        c.Rand,
+		Gossip:      true,
+		Maintenance: c.Candidacy.Ineligible,
+	}
+}
+
+// nodeConfig is a simulated node's agent configuration: its default
+// election runs protocol (ring: algorithm) with the agent's production
+// settings.
+func nodeConfig(c sim.NodeConfig, protocol, algorithm string) config.Config {
+	cfg := config.Default()
+	cfg.Node.ID = uint64(c.Self.ID)
+	cfg.Node.Name = c.Self.Name
+	cfg.Node.Priority = int(c.Candidacy.Priority)
+	cfg.Election.Protocol = protocol
+	cfg.Election.RingAlgorithm = algorithm
+	cfg.Election.Voters = nil
+	if protocol == core.ProtocolMajority {
+		cfg.Election.Voters = append([]string(nil), c.Voters...)
+	}
+	cfg.Election.ElectionTimeout = config.Duration(c.ElectionTimeout)
+	cfg.Detector.HeartbeatInterval = config.Duration(c.HeartbeatInterval)
+	cfg.Election.PreVote, cfg.Election.CheckQuorum, cfg.Election.Preempt = true, true, true
+	cfg.Election.PreemptDelay = config.Duration(simPreemptDelay(c.ElectionTimeout))
+	return cfg
 }
 
 // simPreemptDelay is the preemption delay of simulated nodes: three

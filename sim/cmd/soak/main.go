@@ -210,6 +210,12 @@ func printMatrix(w io.Writer) {
 		}
 		fmt.Fprintf(w, "%-26s faults: %s\n", c.Name(), strings.Join(kinds, ","))
 		fmt.Fprintf(w, "%-26s checks: %s\n", "", checkNames(o.Checks))
+		for _, e := range o.Elections {
+			fmt.Fprintf(w, "%-26s election %s: %s\n", "", e.Name, checkNames(e.Checks))
+		}
+		if c.Schedules > 0 {
+			fmt.Fprintf(w, "%-26s CI:     %d schedules\n", "", c.Schedules)
+		}
 		for _, off := range c.Off {
 			fmt.Fprintf(w, "%-26s off:    %s\n", "", off)
 		}
@@ -233,6 +239,8 @@ func checkNames(c sim.Checks) string {
 	add(c.Configurations, "configurations")
 	add(c.Health, sim.InvHealth)
 	add(c.LivenessBound > 0, fmt.Sprintf("%s(%v)", sim.InvLiveness, c.LivenessBound))
+	add(c.Isolation, sim.InvIsolation)
+	add(c.SessionLeader, sim.InvSession)
 	add(c.Preferred, fmt.Sprintf("%s(after %v)", sim.InvPreferred, c.Settle))
 	add(c.FailoverBound > 0, fmt.Sprintf("%s(%v)", sim.InvFailover, c.FailoverBound))
 	return strings.Join(on, ",")
