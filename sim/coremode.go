@@ -387,7 +387,7 @@ func (r *run) rearm(n *node) {
 	}
 	now := r.local(n)
 	d := coreTickInterval
-	if next, ok := nextWake(n, now); ok {
+	if next, ok := nextWake(n, now, r.o.ShellBugs.WakeForDefault); ok {
 		d = max(next.Sub(now), coreMinSleep)
 	}
 	n.tickGen++

@@ -51,6 +51,9 @@ type ShellBugs struct {
 	// RouteToDefault hands every message and gossiped announcement to
 	// the default election, whichever election it names.
 	RouteToDefault bool
+	// WakeForDefault sleeps until the default election's next deadline
+	// only, as if the agent's loop asked the default core alone.
+	WakeForDefault bool
 }
 
 // InvSession: a node became leader of a session election while it held
@@ -268,10 +271,13 @@ func stopDone(n *node) bool {
 
 // nextWake is the earliest wake-up any election on n asks for, as the
 // agent's loop computes it; false when one has no deadline.
-func nextWake(n *node, now protocols.Time) (protocols.Time, bool) {
+func nextWake(n *node, now protocols.Time, wakeForDefault bool) (protocols.Time, bool) {
 	next, ok := n.cn.c.NextWake(now, coreMaxSleep)
 	if !ok {
 		return 0, false
+	}
+	if wakeForDefault {
+		return next, true
 	}
 	for _, e := range n.cn.els {
 		t, ok := e.c.NextWake(now, coreMaxSleep)
