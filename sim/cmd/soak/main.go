@@ -12,6 +12,7 @@
 //	go run ./sim/cmd/soak -matrix                      # the schedules matrix: every cell, its faults and checks
 //	go run ./sim/cmd/soak -cell core-majority/health -schedules 200000 -seed 7   # one cell of it
 //	go run ./sim/cmd/soak -cell majority/voters -replay SEED
+//	go run ./sim/cmd/soak -cell core-multi/sessions -schedules 20000   # several elections per node, sessions as a nemesis
 //
 // It exits with status 1 when any schedule violated an invariant.
 package main
