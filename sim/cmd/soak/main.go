@@ -166,7 +166,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // allFaults is every kind -faults accepts.
 func allFaults() []sim.FaultKind {
-	return append(sim.VoterFaults(), sim.FaultHealth, sim.FaultRestartNewPeer, sim.FaultLeave, sim.FaultPauseGroup, sim.FaultPoison)
+	return append(sim.VoterFaults(), sim.FaultHealth, sim.FaultRestartNewPeer, sim.FaultLeave, sim.FaultPauseGroup, sim.FaultPoison, sim.FaultSession)
 }
 
 func faultNames() string {
