@@ -80,6 +80,7 @@ type coreNode struct {
 	// for, when it shares peers with them (elections.go).
 	els     []*elNode
 	defWant map[protocols.ID]bool
+	wakes   []protocols.Time // nextWake's scratch
 }
 
 // pendingLeave is a FaultLeave waiting for its node's core to finish the
@@ -387,7 +388,7 @@ func (r *run) rearm(n *node) {
 	}
 	now := r.local(n)
 	d := coreTickInterval
-	if next, ok := nextWake(n, now, r.o.ShellBugs.WakeForDefault); ok {
+	if next, ok := nextWake(n, now, core.WakeSlack(r.o.HeartbeatInterval), r.o.ShellBugs.WakeForDefault); ok {
 		d = max(next.Sub(now), coreMinSleep)
 	}
 	n.tickGen++

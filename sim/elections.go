@@ -269,24 +269,26 @@ func stopDone(n *node) bool {
 	return true
 }
 
-// nextWake is the earliest wake-up any election on n asks for, as the
-// agent's loop computes it; false when one has no deadline.
-func nextWake(n *node, now protocols.Time, wakeForDefault bool) (protocols.Time, bool) {
+// nextWake is when n's loop wakes, as the agent's nextWake computes it:
+// the default election's next deadline alone, or with named elections
+// the wake-up the core's timer slack picks to serve several at once
+// (core.CoalescedWake); false when one has no deadline.
+// ShellBugs.WakeForDefault asks the default election alone.
+func nextWake(n *node, now protocols.Time, slack time.Duration, wakeForDefault bool) (protocols.Time, bool) {
 	next, ok := n.cn.c.NextWake(now, coreMaxSleep)
-	if !ok {
-		return 0, false
+	if !ok || len(n.cn.els) == 0 || wakeForDefault {
+		return next, ok
 	}
-	if wakeForDefault {
-		return next, true
-	}
+	wakes := append(n.cn.wakes[:0], next)
 	for _, e := range n.cn.els {
 		t, ok := e.c.NextWake(now, coreMaxSleep)
 		if !ok {
 			return 0, false
 		}
-		next = min(next, t)
+		wakes = append(wakes, t)
 	}
-	return next, true
+	n.cn.wakes = wakes
+	return core.CoalescedWake(wakes, slack), true
 }
 
 // stepTarget returns the core a message delivered to n goes to: the
