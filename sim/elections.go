@@ -87,6 +87,11 @@ type elNode struct {
 	lastValid bool
 	// leading is the epoch the node last published leading (0: never).
 	leading uint64
+	// campaign is the last term the node persisted a vote for itself in
+	// (a majority campaign), and campaignHeld whether it held a session
+	// then.
+	campaign     uint64
+	campaignHeld bool
 
 	// held is the sessions local processes hold on the election here;
 	// keeping says a check-in chain is queued, keepGen numbers chains.
@@ -378,6 +383,9 @@ func (s elShell) Persist(hs *protocols.HardState, observed uint64) error {
 		} else {
 			e.hs = *hs
 		}
+		if hs.Vote == n.member.ID && hs.Term > e.campaign {
+			e.campaign, e.campaignHeld = hs.Term, e.c.Sessions() > 0
+		}
 		r.lastPersist = n.idx
 		if r.armed >= 0 && r.crashNext < 0 && r.sched.Actions[r.armed].Target == TargetNextPersist {
 			r.crashNext = n.idx
@@ -435,16 +443,24 @@ func (s elShell) PublishDigest(string, string) {}
 // Publish checks that a session election's new leader holds a session:
 // leadership is given when a node publishes leading an epoch it did not
 // lead before; one that keeps leading after its last session ended is
-// the protocol's hand-over window, as for a failing health check.
+// the protocol's hand-over window, as for a failing health check. A
+// majority leader publishes leading only once its lease holds, which may
+// be after its session ended: it was given leadership when it won the
+// campaign, so one that held a session when it campaigned for the term
+// is in that window too.
 func (s elShell) Publish(st api.Status) {
 	e, er := s.el()
 	if st.Role != api.RoleLeader || st.Epoch == e.leading {
 		return
 	}
 	e.leading = st.Epoch
-	if er.spec.Checks.SessionLeader && er.session.Required && e.c.Sessions() == 0 {
-		s.r.violate(InvSession, "n%d became leader of election %s in epoch %d while it held no session", s.n.idx+1, er.spec.Name, st.Epoch)
+	if !er.spec.Checks.SessionLeader || !er.session.Required || e.c.Sessions() > 0 {
+		return
 	}
+	if pst, _ := e.c.Leader(s.r.local(s.n)); e.campaignHeld && pst.Term == e.campaign {
+		return
+	}
+	s.r.violate(InvSession, "n%d became leader of election %s in epoch %d while it held no session", s.n.idx+1, er.spec.Name, st.Epoch)
 }
 
 // Settle tells the holders of the sessions the core ended that they

@@ -139,3 +139,15 @@ func TestMultiElectionRoutes(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionLeaderLeaseWait replays the core-multi/sessions schedule of
+// the first soak that reported "became leader of election lock while it
+// held no session" for n6, which won its campaign for term 1 holding a
+// session, whose session expired while it waited out the lease a new
+// majority leader must wait for, and which then published leading: the
+// hand-over window, not leadership given without a session. The check
+// now lets a node that held a session when it campaigned for the term
+// publish leading it.
+func TestSessionLeaderLeaseWait(t *testing.T) {
+	replayCell(t, "core-multi/sessions", 1515778446599438985)
+}
