@@ -304,8 +304,8 @@ func TestLoneSeedThenClusterStaysQuiet(t *testing.T) {
 	w.finish(t)
 }
 
-// electionsStarted reads conclave_elections_started_total from h's
-// /metrics on its socket.
+// electionsStarted reads conclave_elections_started_total of the default
+// election from h's /metrics on its socket.
 func electionsStarted(t *testing.T, h *host) float64 {
 	t.Helper()
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
@@ -324,7 +324,7 @@ func electionsStarted(t *testing.T, h *host) float64 {
 		t.Fatalf("%s: metrics: %v", h.name, err)
 	}
 	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, "conclave_elections_started_total "); ok {
+		if v, ok := strings.CutPrefix(line, `conclave_elections_started_total{election="default"} `); ok {
 			var f float64
 			if _, err := fmt.Sscan(v, &f); err != nil {
 				t.Fatalf("%s: metric line %q: %v", h.name, line, err)
