@@ -151,3 +151,14 @@ func TestMultiElectionRoutes(t *testing.T) {
 func TestSessionLeaderLeaseWait(t *testing.T) {
 	replayCell(t, "core-multi/sessions", 1515778446599438985)
 }
+
+// TestIsolationWindowWaitsForCalm replays the core-multi/faults schedule
+// in which node n7 crashed 13 ms after a slowed network was restored: the
+// leader of election quorum (voters n5, n6, n7) still waited on n6's
+// answers sent slowed, its lease lapsed, and the isolation check blamed
+// n7's crash. The window now opens only when no slowed or long-delayed
+// message is in flight and an election timeout has passed since the last
+// fault, undo or heal.
+func TestIsolationWindowWaitsForCalm(t *testing.T) {
+	replayCell(t, "core-multi/faults", 18005499568826774021)
+}

@@ -38,14 +38,20 @@ func (r *run) statusOf(n *node, e int) protocols.Status {
 // pause), before the fault takes effect. The window opens only while
 // the rest of the network is intact: every other node running and not
 // leaving, every link up, no message loss, duplication, long or slowed
-// delays, no node ineligible, no probe. It watches each election with
+// delays, no node ineligible, no probe. Intact must also have lasted: no
+// message sent slowed or long-delayed still in flight (one landing late
+// can depose a leader without x's help), and an election timeout since
+// the last fault, undo or heal, so that a leader's lease rests on
+// heartbeats sent to an intact network (a lease is shorter than an
+// election timeout). It watches each election with
 // Checks.Isolation that x does not lead, whose every node follows one
 // leader in one epoch, and whose leader keeps a majority of its voters
 // without x. Any later fault, undo or the heal closes it (loop).
 func (r *run) isoStart(x int, what string) {
 	r.iso.on = false
 	if r.cm == nil || r.cm.probe != probeNone || r.dropProb > 0 || r.dupProb > 0 || r.longProb > 0 ||
-		r.maxDelay != max(r.sched.MaxDelay, r.minDelay) || slices.Contains(r.hl.ineligible, true) {
+		r.maxDelay != max(r.sched.MaxDelay, r.minDelay) || slices.Contains(r.hl.ineligible, true) ||
+		r.now < r.lateUntil || r.now < r.calmSince+r.o.ElectionTimeout {
 		return
 	}
 	if !r.o.Checks.Isolation && !slices.ContainsFunc(r.el, func(er *elRun) bool { return er.spec.Checks.Isolation }) {

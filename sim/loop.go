@@ -25,12 +25,15 @@ func (r *run) loop() {
 			// heal faults and undos do nothing (the isolation probe).
 			r.iso.on = r.iso.on && r.healed
 			r.fault(int(ev.arg))
+			r.calmSince = r.now
 		case evUndo:
 			r.iso.on = r.iso.on && r.healed
 			r.undo(int(ev.arg), int(ev.node), ev.inc)
+			r.calmSince = r.now
 		case evHeal:
 			r.iso.on = false
 			r.heal()
+			r.calmSince = r.now
 		case evDeadline:
 			if !r.live {
 				r.violate(InvLiveness, "no leader followed by every node %v after the heal", r.o.Checks.LivenessBound)
@@ -130,6 +133,9 @@ func (r *run) send(n *node, m protocols.Message) {
 		if r.longProb > 0 && r.rng.Float64() < r.longProb {
 			r.stats.Faults[FaultLongDelay]++
 			d += r.o.ElectionTimeout + randDur(r.rng, 2*r.o.ElectionTimeout)
+		}
+		if d > max(r.sched.MaxDelay, r.minDelay) {
+			r.lateUntil = max(r.lateUntil, r.now+d)
 		}
 		r.q.push(event{at: r.now + d, kind: evDeliver, node: int32(to), inc: r.nodes[to].inc, msg: m})
 	}

@@ -77,15 +77,20 @@ type run struct {
 	longProb           float64
 	minDelay, maxDelay time.Duration
 
-	healed   bool
-	healAt   time.Duration
-	live     bool
-	done     bool
-	viol     *Violation
-	leaderOf map[uint64]claim
-	votes    map[voteKey]protocols.ID
-	curLead  int
-	writer   int // node to attempt a fenced write after this event, or -1
+	healed bool
+	healAt time.Duration
+	// calmSince is when the last fault, undo or heal happened; lateUntil
+	// the latest arrival of a message sent slower than the schedule's
+	// normal delays. The isolation window needs both behind it
+	// (isolation.go).
+	calmSince, lateUntil time.Duration
+	live                 bool
+	done                 bool
+	viol                 *Violation
+	leaderOf             map[uint64]claim
+	votes                map[voteKey]protocols.ID
+	curLead              int
+	writer               int // node to attempt a fenced write after this event, or -1
 	// lastPersist is the node that persisted a HardState last, or -1.
 	lastPersist int
 	// armed is the crash action waiting for the next persist, or -1;
