@@ -251,7 +251,9 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 			PeerAddr:     peerAddr,
 			UserMeta:     userMeta(cfg),
 			Priority:     uint8(cfg.Node.Priority),
-			Logger:       lg.Named("gossip"),
+
+			ElectionPriorities: cfg.ElectionPriorities(),
+			Logger:             lg.Named("gossip"),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("agent: %w", err)
@@ -261,8 +263,18 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 	}
 
 	a.gossip, _ = a.cluster.(membership.Gossiper)
+	// One phi detector per peer, shared by every election: node-level
+	// liveness, and one computation per heartbeat however many elections.
+	var live *core.Liveness
 	for i, e := range a.elections {
-		if e.core, err = core.New(a.coreConfig(e.name, states[i].hs, states[i].observed, peerAddr)); err != nil {
+		c := a.coreConfig(e.name, states[i].hs, states[i].observed, peerAddr)
+		if live == nil {
+			if live, err = core.NewLiveness(c.Detector); err != nil {
+				return nil, fmt.Errorf("agent: %w", err)
+			}
+		}
+		c.Liveness = live
+		if e.core, err = core.New(c); err != nil {
 			return nil, fmt.Errorf("agent: election %s: %w", e.name, err)
 		}
 		if el, _ := cfg.ElectionFor(e.name); el.Group != "" {
@@ -474,6 +486,7 @@ func (a *Agent) loop(ctx context.Context, wake *time.Timer, serveErr <-chan erro
 					e.touched = true
 				}
 			}
+			a.owedSnapshots(now, true)
 		case b := <-gossiped:
 			a.gossiped(b)
 		case m, ok := <-inbound:
@@ -545,6 +558,9 @@ func (a *Agent) nextWake(now protocols.Time) time.Duration {
 	}
 	a.wakes = wakes
 	next := core.CoalescedWake(wakes, core.WakeSlack(a.cfg.Detector.HeartbeatInterval.Std()))
+	if owed, ok := a.owedSnapshots(now, false); ok && owed < next {
+		next = owed
+	}
 	return max(next.Sub(now), minSleep)
 }
 
@@ -689,6 +705,7 @@ func (s *electionShell) PublishDigest(digest, ext string) {
 
 func (s *electionShell) Publish(st api.Status) {
 	a := s.a
+	s.e.snapDue = true
 	if s.e != a.def() {
 		a.publishNamed(s.e, st)
 		return

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	"time"
 
 	"github.com/conclave-agent/conclave/api"
 	"github.com/conclave-agent/conclave/config"
@@ -47,6 +48,12 @@ type election struct {
 	// no Ready pending and no new status, and are skipped: with many
 	// elections, most are idle at any moment.
 	touched bool
+	// snapAt is when the snapshot's view (members, quorum, problems)
+	// was last computed in full; snapDue asks for a full one at the next
+	// storeSnapshots, snapOwed for one once snapshotEvery has passed
+	// (loop-owned).
+	snapAt            protocols.Time
+	snapDue, snapOwed bool
 	// anchor is the anchor election of the fate-sharing group this one
 	// follows, nil for none (config.Config.GroupAnchor).
 	anchor *election
@@ -177,21 +184,64 @@ func (a *Agent) publishNamed(e *election, st api.Status) {
 	a.hub.PublishTo(e.name, a.withCutOff(st))
 }
 
-// storeSnapshots publishes every election's current status for
+// storeSnapshots publishes every touched election's current status for
 // loadSnapshot. It runs on the loop after every input, the same moments
-// at which a request through the loop would have been answered; status
-// is the endpoint local processes poll, so it must not queue behind the
-// loop.
+// the status could change. With many elections a leader's heartbeat
+// answers touch each of them several times per heartbeat interval, and
+// the view (members, quorum, problems) was most of an idle leader's cost
+// while nothing in it moved: between full snapshots at most
+// snapshotEvery apart, a touch freshens the lease and the leader's age
+// alone (core.Node.Freshen). A change of role, leader or epoch (Publish),
+// and every input that may change the view (touchAll: membership,
+// requests, health), take a full one at once.
 func (a *Agent) storeSnapshots() {
 	now := a.now()
+	every := a.snapshotEvery()
 	for _, e := range a.elections {
 		if !e.touched {
 			continue
 		}
+		e.touched = false
+		prev := e.snapshot.Load()
+		if !e.snapDue && prev != nil && now.Sub(e.snapAt) < every {
+			if snap, ok := e.core.Freshen(now, *prev); ok {
+				e.snapshot.Store(&snap)
+				e.snapOwed = true
+				continue
+			}
+		}
 		snap := e.core.Snapshot(now)
 		e.snapshot.Store(&snap)
-		e.touched = false
+		e.snapAt, e.snapDue, e.snapOwed = now, false, false
 	}
+}
+
+// snapshotEvery bounds how stale a snapshot's view may be: one heartbeat
+// interval, the pace at which the view's inputs (answers, reachability)
+// move anyway.
+func (a *Agent) snapshotEvery() time.Duration {
+	return a.cfg.Detector.HeartbeatInterval.Std()
+}
+
+// owedSnapshots returns the earliest time an election's full snapshot
+// is owed (ok false: none); with touch, it touches the elections whose
+// owed snapshot is due at now, so the loop takes it.
+func (a *Agent) owedSnapshots(now protocols.Time, touch bool) (next protocols.Time, ok bool) {
+	every := a.snapshotEvery()
+	for _, e := range a.elections {
+		if !e.snapOwed {
+			continue
+		}
+		at := e.snapAt.Add(every)
+		if touch && at <= now {
+			e.touched, e.snapDue = true, true
+			continue
+		}
+		if !ok || at < next {
+			next, ok = at, true
+		}
+	}
+	return next, ok
 }
 
 // touchAll marks every election as reached by an input (membership, a
@@ -199,7 +249,7 @@ func (a *Agent) storeSnapshots() {
 // and snapshots them all.
 func (a *Agent) touchAll() {
 	for _, e := range a.elections {
-		e.touched = true
+		e.touched, e.snapDue = true, true
 	}
 }
 

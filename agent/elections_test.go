@@ -214,3 +214,49 @@ func TestGroupFailsOverTogether(t *testing.T) {
 		t.Fatalf("the group stayed with %s, which crashed", first)
 	}
 }
+
+// TestPriorityPerElection: an agent's [elections.NAME] priority ranks it
+// in that election only. n1 prefers itself for "jobs", where bully ranks
+// by priority, then id, while the default bully election, which inherits
+// node.priority 0 everywhere, elects the highest id, n3. Under majority
+// the leader hands "db" over to n2, whose priority there is higher, once
+// it was stable for preempt_delay. (How peers learn a priority before
+// they hear from its agent, from gossip metadata, is core's
+// TestPriorityFromGossipPerElection.)
+func TestPriorityPerElection(t *testing.T) {
+	tc := newTestCluster(t, 3, config.ProtocolBully, "")
+	high, majority, delay := 9, config.ProtocolMajority, config.Duration(time.Second)
+	voters := []string{"n1", "n2", "n3"}
+	for i := range tc.cfgs {
+		tc.cfgs[i].Elections = map[string]config.NamedElection{
+			"jobs": {},
+			"db":   {Protocol: &majority, Voters: &voters, PreemptDelay: &delay},
+		}
+		switch i {
+		case 0:
+			tc.cfgs[i].Elections["jobs"] = config.NamedElection{Priority: &high}
+		case 1:
+			tc.cfgs[i].Elections["db"] = config.NamedElection{Protocol: &majority, Voters: &voters, PreemptDelay: &delay, Priority: &high}
+		}
+		if err := tc.cfgs[i].Validate(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tc.startAll()
+	for name, want := range map[string]string{"default": "n3", "jobs": "n1"} {
+		if st := tc.waitElection(name, 0, 30*time.Second); st.Leader != want {
+			t.Errorf("%s elected %s, want %s", name, st.Leader, want)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st := tc.waitElection("db", 0, 30*time.Second)
+		if st.Leader == "n2" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("db is still led by %s, want n2 (priority 9 there) after preempt_delay", st.Leader)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

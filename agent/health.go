@@ -145,7 +145,7 @@ func (a *Agent) currentHealth(e *election) core.Health {
 		maint = e.maint
 	}
 	h := core.Health{Maintenance: maint != nil}
-	rep := &api.HealthReport{Status: api.HealthPassing, Priority: a.cfg.Node.Priority}
+	rep := &api.HealthReport{Status: api.HealthPassing, Priority: a.cfg.PriorityFor(e.name)}
 	for i, c := range g.runner.Snapshot() {
 		// Snapshot is in configuration order: a check names the
 		// election it gates, or none for every election.

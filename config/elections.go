@@ -43,6 +43,10 @@ type NamedElection struct {
 	Candidacy       *string   `toml:"candidacy"`
 	SessionTTL      *Duration `toml:"session_ttl"`
 	Group           *string   `toml:"group"`
+	// Priority is this agent's leadership priority in this election
+	// (0–255), node.priority when left out: [election] has no key of its
+	// own, node.priority is the default election's.
+	Priority *int `toml:"priority"`
 }
 
 // Candidacy modes (election.candidacy).
@@ -143,6 +147,9 @@ func (c *Config) validateElections(ch *checker) {
 		}
 		e, _ := c.ElectionFor(name)
 		c.validateElectionTable(ch, table, e)
+		if p := c.PriorityFor(name); p < 0 || p > 255 {
+			ch.add(table+".priority", "%d is out of range: must be 0 … 255", p)
+		}
 	}
 	if _, ok := c.Elections[DefaultElection]; ok {
 		ch.add("elections."+DefaultElection, "the election %q is the [election] table; configure it there", DefaultElection)
@@ -163,6 +170,9 @@ func parseElectionFlag(s string) (func(*Config), error) {
 		return nil, fmt.Errorf("%s", p)
 	}
 	kind, known := keyKinds["election."+key]
+	if key == "priority" {
+		kind, known = keyKinds["node.priority"]
+	}
 	if !known {
 		return nil, fmt.Errorf("%q is not a key of [election] (config.example.toml lists them)", key)
 	}
@@ -230,7 +240,34 @@ func merge(n, set NamedElection) NamedElection {
 	if set.Group != nil {
 		n.Group = set.Group
 	}
+	if set.Priority != nil {
+		n.Priority = set.Priority
+	}
 	return n
+}
+
+// PriorityFor is this agent's leadership priority in the election called
+// name: node.priority unless its [elections.NAME] table sets priority.
+func (c *Config) PriorityFor(name string) int {
+	if n, ok := c.Elections[name]; ok && n.Priority != nil && name != DefaultElection {
+		return *n.Priority
+	}
+	return c.Node.Priority
+}
+
+// ElectionPriorities lists the named elections whose priority differs from
+// node.priority, as gossip publishes them to the other agents.
+func (c *Config) ElectionPriorities() map[string]uint8 {
+	var out map[string]uint8
+	for _, name := range c.ElectionNames()[1:] {
+		if p := c.PriorityFor(name); p != c.Node.Priority && p >= 0 && p <= 255 {
+			if out == nil {
+				out = make(map[string]uint8)
+			}
+			out[name] = uint8(p)
+		}
+	}
+	return out
 }
 
 // GroupAnchor returns the election that leads the fate-sharing group

@@ -58,6 +58,7 @@ func TestNamedElectionsRefused(t *testing.T) {
 		{"[elections.x]\nprotocol = \"raft\"", "elections.x.protocol"},
 		{"[elections.x]\nvoters = []", "elections.x.voters"},
 		{"[elections.x]\nelection_timeout = \"10ms\"", "elections.x.election_timeout"},
+		{"[elections.x]\npriority = 256", "elections.x.priority"},
 	} {
 		c := Default()
 		c.Node = Node{Name: "n1", ID: 1, DataDir: "d"}
@@ -87,7 +88,7 @@ func TestElectionsFlag(t *testing.T) {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	fs.SetOutput(new(strings.Builder))
 	f := RegisterFlags(fs)
-	if err := fs.Parse([]string{"-elections=jobs.protocol=ring", "-elections", "jobs.voters=a, b", "-elections=jobs.prevote=false", "-elections=jobs.election_timeout=1s"}); err != nil {
+	if err := fs.Parse([]string{"-elections=jobs.protocol=ring", "-elections", "jobs.voters=a, b", "-elections=jobs.prevote=false", "-elections=jobs.election_timeout=1s", "-elections=jobs.priority=7", "-node.priority=2"}); err != nil {
 		t.Fatal(err)
 	}
 	c := Default()
@@ -95,6 +96,12 @@ func TestElectionsFlag(t *testing.T) {
 	e, ok := c.ElectionFor("jobs")
 	if !ok || e.Protocol != ProtocolRing || !slices.Equal(e.Voters, []string{"a", "b"}) || e.PreVote || e.ElectionTimeout.Std() != time.Second {
 		t.Errorf("jobs = %+v (ok %v), want ring, voters a,b, prevote off, 1s", e, ok)
+	}
+	if p, d := c.PriorityFor("jobs"), c.PriorityFor(DefaultElection); p != 7 || d != 2 {
+		t.Errorf("priorities: jobs %d, default %d; want 7 and node.priority 2", p, d)
+	}
+	if got := c.ElectionPriorities(); len(got) != 1 || got["jobs"] != 7 {
+		t.Errorf("published priorities %v, want jobs=7 only", got)
 	}
 	for _, bad := range []string{"-elections=jobs", "-elections=Jobs.protocol=ring", "-elections=jobs.nope=1", "-elections=jobs.prevote=maybe", "-elections=jobs.election_timeout=100"} {
 		if err := fs.Parse([]string{bad}); err == nil {

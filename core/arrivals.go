@@ -10,8 +10,8 @@ import (
 
 // Heartbeat inter-arrival statistics per member: what timings a cluster
 // can bear is measured, not guessed (agent members -v, agent tune). A gap
-// counts only between two heartbeats of one watch (the member's detector
-// saw the previous one), so the time a member spent down, or not
+// counts only between two beats of one watch (the member's shared
+// detector, core/liveness.go, saw the previous one), so the time a member spent down, or not
 // heartbeating this node at all, is never taken for a pause.
 
 // Buckets of the inter-arrival histogram: bucket i holds gaps in
@@ -96,29 +96,10 @@ func (a *arrivals) exceeding(d time.Duration) float64 {
 	return float64(above) / float64(a.n)
 }
 
-// noteArrival records a heartbeat from id at now, if its detector saw
-// the previous one. Called before the detector takes this one.
-func (n *Node) noteArrival(now protocols.Time, id protocols.ID) {
-	d := n.detectors[id]
-	if d == nil {
-		return
-	}
-	last, ok := d.Last()
-	if !ok {
-		return
-	}
-	a := n.arrivals[id]
-	if a == nil {
-		a = new(arrivals)
-		n.arrivals[id] = a
-	}
-	a.add(now.Sub(last))
-}
-
 // heartbeatStats is member id's inter-arrival summary for the socket
 // (nil before two heartbeats of one watch).
 func (n *Node) heartbeatStats(id protocols.ID) *api.HeartbeatStats {
-	a := n.arrivals[id]
+	a := n.live.stats[id]
 	if a == nil || a.n == 0 {
 		return nil
 	}

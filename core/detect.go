@@ -3,7 +3,6 @@ package core
 import (
 	"slices"
 
-	"github.com/conclave-agent/conclave/phi"
 	"github.com/conclave-agent/conclave/protocols"
 )
 
@@ -12,32 +11,32 @@ import (
 // detector is forgotten. Every liveness bug found with real processes so
 // far lived in these few rules; Unsafe reproduces them for the simulator.
 
-// newDetector returns a detector with the configured parameters, which New
-// validated.
-func (n *Node) newDetector() *phi.Detector {
-	d, err := phi.New(n.cfg.Detector)
-	if err != nil {
-		panic("core: detector config validated in New: " + err.Error())
-	}
-	return d
-}
-
 // heard records a heartbeat (or a heartbeat's answer) from id: followers
 // watch the leader this way, and a leader watches its followers. A member
 // suspected before is cleared at once.
 func (n *Node) heard(now protocols.Time, id protocols.ID) {
-	n.noteArrival(now, id)
-	d := n.detectors[id]
-	if d == nil {
-		d = n.newDetector()
-		n.detectors[id] = d
-	}
-	d.Heartbeat(now)
-	delete(n.suspectAt, id)
+	n.watch(now, id, false)
+	n.live.beat(now, id)
 	if n.suspected[id] {
 		delete(n.suspected, id)
 		n.log.Infow("member heard again", "member", n.byID[id])
 		n.unsuspect(now, id)
+	}
+}
+
+// watch makes this election watch id in the shared detectors, once.
+func (n *Node) watch(now protocols.Time, id protocols.ID, start bool) {
+	if !n.watching[id] {
+		n.watching[id] = true
+		n.live.watch(now, id, start)
+	}
+}
+
+// unwatch stops this election watching id.
+func (n *Node) unwatch(id protocols.ID) {
+	if n.watching[id] {
+		delete(n.watching, id)
+		n.live.unwatch(id)
 	}
 }
 
@@ -50,7 +49,7 @@ func (n *Node) unsuspect(now protocols.Time, id protocols.ID) {
 	}
 	delete(n.priorityDue, id)
 	if m, ok := n.members[n.byID[id]]; ok && m.ID == id && isLive(m) && !n.settingsConflict(id) {
-		n.proto.MemberUp(now, m.ProtocolMember())
+		n.proto.MemberUp(now, n.protoMember(m))
 	}
 }
 
@@ -60,13 +59,10 @@ func (n *Node) unsuspect(now protocols.Time, id protocols.ID) {
 // a leader that dies in between must still become suspected, or ring and
 // bully keep routing elections to it until gossip declares it dead.
 func (n *Node) watchLeader(now protocols.Time, leader protocols.ID) {
-	if n.cfg.Unsafe.NoWatchLeader || leader == n.self.ID || leader == protocols.None || n.detectors[leader] != nil {
+	if n.cfg.Unsafe.NoWatchLeader || leader == n.self.ID || leader == protocols.None {
 		return
 	}
-	d := n.newDetector()
-	d.Heartbeat(now)
-	n.detectors[leader] = d
-	delete(n.suspectAt, leader)
+	n.watch(now, leader, true)
 }
 
 // checkDetectors raises a suspicion, once, for every member whose phi
@@ -76,26 +72,26 @@ func (n *Node) watchLeader(now protocols.Time, leader protocols.ID) {
 // simulator replays a seed exactly.
 func (n *Node) checkDetectors(now protocols.Time) {
 	var crossed []protocols.ID // almost always empty: no allocation
-	for id, d := range n.detectors {
-		if !n.suspected[id] && d.Suspect(now) {
+	for id := range n.watching {
+		if !n.suspected[id] && n.live.suspects(now, id) {
 			crossed = append(crossed, id)
 		}
 	}
 	slices.Sort(crossed)
 	for _, id := range crossed {
 		n.suspected[id] = true
-		n.log.Infow("member suspected", "member", n.byID[id], "phi", n.detectors[id].Phi(now))
+		p, _ := n.live.phiOf(now, id)
+		n.log.Infow("member suspected", "member", n.byID[id], "phi", p)
 		n.proto.Suspect(now, id, true)
 	}
 }
 
 // Phi returns the current phi of a member, and whether it is measured.
 func (n *Node) Phi(now protocols.Time, id protocols.ID) (float64, bool) {
-	d := n.detectors[id]
-	if d == nil {
+	if !n.watching[id] {
 		return 0, false
 	}
-	return d.Phi(now), true
+	return n.live.phiOf(now, id)
 }
 
 // forgetDetectors drops what the detectors learned about members that no
@@ -118,12 +114,11 @@ func (n *Node) forgetDetectors(now protocols.Time, leader protocols.ID) {
 		return
 	}
 	var cleared []protocols.ID
-	for id := range n.detectors {
+	for id := range n.watching {
 		if id == leader && leader != n.self.ID {
 			continue
 		}
-		delete(n.detectors, id)
-		delete(n.suspectAt, id)
+		n.unwatch(id)
 		if n.suspected[id] {
 			delete(n.suspected, id)
 			cleared = append(cleared, id)
@@ -146,8 +141,7 @@ func (n *Node) followersAnswer() bool {
 // forgetDetector drops the detector of a member that is down or gone, and
 // clears a suspicion the protocol holds for it.
 func (n *Node) forgetDetector(now protocols.Time, id protocols.ID) {
-	delete(n.detectors, id)
-	delete(n.suspectAt, id)
+	n.unwatch(id)
 	if n.suspected[id] {
 		delete(n.suspected, id)
 		n.unsuspect(now, id)

@@ -46,10 +46,10 @@ func TestRivalHeartbeatStartsNoWatch(t *testing.T) {
 		if st := a.ProtocolStatus(a.now); st.Leader != 3 {
 			t.Fatalf("ring node follows %d after the rival's heartbeat, want 3", st.Leader)
 		}
-		if a.detectors[3] == nil {
+		if !a.watching[3] {
 			t.Error("the leader is not watched")
 		}
-		if watched := a.detectors[2] != nil; watched != planted {
+		if watched := a.watching[2]; watched != planted {
 			t.Errorf("WatchRivals=%v: rival watched = %v", planted, watched)
 		}
 	}

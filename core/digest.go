@@ -291,7 +291,7 @@ func (n *Node) compareDigest(now protocols.Time, name, theirs, theirsExt string)
 	if prev.settings && !c.settings {
 		// Back in the election, whatever else still differs.
 		if m, ok := n.members[name]; ok && n.byID[m.ID] == name && isLive(m) {
-			n.proto.MemberUp(now, m.ProtocolMember())
+			n.proto.MemberUp(now, n.protoMember(m))
 		}
 	}
 	if agree && c.ext == "" {

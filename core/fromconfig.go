@@ -62,6 +62,7 @@ func ConfigFor(cfg config.Config, name string, st Start) (_ Config, ok bool) {
 	// Before cfg.Election is replaced: the anchor is found among the
 	// configured elections.
 	follows := el.Group != "" && cfg.GroupAnchor(el.Group) != name
+	cfg.Node.Priority = cfg.PriorityFor(name)
 	cfg.Election = el
 	self := protocols.Member{
 		ID:   protocols.ID(cfg.Node.ID),

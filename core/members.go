@@ -62,10 +62,10 @@ func (n *Node) applyMember(now protocols.Time, m membership.Member) {
 		}
 		if returned {
 			n.log.Infow("member up", "member", m.Name, "id", uint64(m.ID))
-			n.proto.MemberUp(now, m.ProtocolMember())
+			n.proto.MemberUp(now, n.protoMember(m))
 			n.greet(now, m.Name)
-		} else if prev.Priority != m.Priority {
-			n.priorityChanged(now, m, prev.Priority)
+		} else if old := n.priorityOf(prev); old != n.priorityOf(m) {
+			n.priorityChanged(now, m, old)
 		}
 	case membership.StateDead, membership.StateLeft:
 		if _, refused := n.refused[m.Name]; refused {
@@ -101,7 +101,7 @@ func (n *Node) applyMember(now protocols.Time, m membership.Member) {
 // (compareDigest told the protocol it is down) gets it with the MemberUp
 // that takes it back.
 func (n *Node) priorityChanged(now protocols.Time, m membership.Member, old uint8) {
-	n.log.Infow("member priority changed", "member", m.Name, "old", old, "priority", m.Priority)
+	n.log.Infow("member priority changed", "member", m.Name, "old", old, "priority", n.priorityOf(m))
 	switch {
 	case n.settingsConflict(m.ID):
 	case n.suspected[m.ID]:
@@ -110,7 +110,7 @@ func (n *Node) priorityChanged(now protocols.Time, m membership.Member, old uint
 		}
 		n.priorityDue[m.ID] = true
 	default:
-		n.proto.MemberUp(now, m.ProtocolMember())
+		n.proto.MemberUp(now, n.protoMember(m))
 	}
 }
 
@@ -175,7 +175,7 @@ func (n *Node) dropID(now protocols.Time, id protocols.ID) {
 	n.forgetProbe(id)
 	n.memberDown(now, id, name)
 	n.forgetDetector(now, id)
-	delete(n.arrivals, id)
+	n.live.forget(id)
 }
 
 // forgetMember drops a member gossip has reaped (dead or left long enough
@@ -194,4 +194,20 @@ func (n *Node) forgetMember(now protocols.Time, prev membership.Member, known bo
 
 func isLive(m membership.Member) bool {
 	return m.State == membership.StateAlive || m.State == membership.StateSuspect
+}
+
+// priorityOf is m's priority in this election: what it publishes for it
+// ([elections.NAME] priority), else its node.priority.
+func (n *Node) priorityOf(m membership.Member) uint8 {
+	if n.wire == "" {
+		return m.Priority
+	}
+	return m.PriorityIn(n.wire)
+}
+
+// protoMember is m as this election's protocol ranks it.
+func (n *Node) protoMember(m membership.Member) protocols.Member {
+	pm := m.ProtocolMember()
+	pm.Priority = n.priorityOf(m)
+	return pm
 }

@@ -143,9 +143,9 @@ func TestChurnDoesNotGrow(t *testing.T) {
 	if n := len(a.peers); n != 1 {
 		t.Errorf("transport peers after churn: %d, want 1 (x)", n)
 	}
-	if len(a.members) != 1 || len(a.byID) != 1 || len(a.detectors) > 1 || len(a.suspectAt) > 1 || len(a.refused) != 0 || len(a.priorityDue) != 0 {
-		t.Errorf("after churn: %d members, %d ids, %d detectors, %d suspectAt, %d refused, %d priorities held; want 1, 1, ≤1, ≤1, 0, 0",
-			len(a.members), len(a.byID), len(a.detectors), len(a.suspectAt), len(a.refused), len(a.priorityDue))
+	if len(a.members) != 1 || len(a.byID) != 1 || len(a.watching) > 1 || len(a.live.peers) > 1 || len(a.live.stats) > 1 || len(a.refused) != 0 || len(a.priorityDue) != 0 {
+		t.Errorf("after churn: %d members, %d ids, %d watched, %d detectors, %d histograms, %d refused, %d priorities held; want 1, 1, ≤1, ≤1, ≤1, 0, 0",
+			len(a.members), len(a.byID), len(a.watching), len(a.live.peers), len(a.live.stats), len(a.refused), len(a.priorityDue))
 	}
 }
 
@@ -234,5 +234,34 @@ func TestQuorumCountsWhatTheTransportReaches(t *testing.T) {
 	a.reachable[2], a.reachable[3] = true, true
 	if st = a.Status(a.now); st.Quorum.Reachable != 3 || !st.Quorum.Healthy {
 		t.Fatalf("quorum %+v with a and b reachable; want 3 of 4, healthy", st.Quorum)
+	}
+}
+
+// TestPriorityFromGossipPerElection: a member's [elections.NAME] priority,
+// published in its gossip metadata, reaches that election's protocol
+// (bully and ring rank members by it before hearing from them), and
+// only that election's: the default one keeps its node.priority.
+func TestPriorityFromGossipPerElection(t *testing.T) {
+	def, defLogs := newTestNode(t, ProtocolBully)
+	jobs, jobsLogs := newTestNode(t, ProtocolBully, func(c *Config) { c.Name = "jobs" })
+	m := member("b", 2, membership.StateAlive)
+	def.applyMember(m)
+	jobs.applyMember(m)
+	m.ElectionPriorities = "jobs=9,web=3"
+	def.applyMember(m)
+	jobs.applyMember(m)
+	changed := zap.String("member", "b")
+	if n := defLogs.FilterMessage("member priority changed").FilterField(changed).Len(); n != 0 {
+		t.Errorf("the default election saw %d priority changes, want none", n)
+	}
+	got := jobsLogs.FilterMessage("member priority changed").FilterField(changed).All()
+	if len(got) != 1 || got[0].ContextMap()["priority"] != uint8(9) {
+		t.Errorf("jobs: priority changes %v, want one to 9", got)
+	}
+	if p := jobs.protoMember(m).Priority; p != 9 {
+		t.Errorf("jobs ranks b at %d, want 9", p)
+	}
+	if p := def.protoMember(m).Priority; p != 0 {
+		t.Errorf("default ranks b at %d, want its node.priority 0", p)
 	}
 }

@@ -41,6 +41,10 @@ type Config struct {
 	Election ProtocolSpec
 	// Detector parameterises every phi detector.
 	Detector phi.Config
+	// Liveness holds the phi detectors, one per peer, shared by every
+	// election of the agent (core/liveness.go); it must have been made
+	// with Detector. Nil: this Node keeps its own.
+	Liveness *Liveness
 	// Gossip says the cluster spreads gossip broadcasts, which turns on
 	// the observers' slow path in majority (protocols/observe): the
 	// leader heartbeats only voters and announces itself by gossip.
@@ -245,15 +249,14 @@ type Node struct {
 	proto protocols.Protocol
 	self  protocols.Member
 
-	members   map[string]membership.Member
-	byID      map[protocols.ID]string
-	detectors map[protocols.ID]*phi.Detector
-	// arrivals holds each member's heartbeat inter-arrival histogram
-	// (core/arrivals.go).
-	arrivals  map[protocols.ID]*arrivals
+	members map[string]membership.Member
+	byID    map[protocols.ID]string
+	// live holds the phi detectors, shared with the agent's other
+	// elections (Config.Liveness); watching the members this election
+	// watches in it (core/detect.go).
+	live      *Liveness
+	watching  map[protocols.ID]bool
 	suspected map[protocols.ID]bool
-	// suspectAt caches each detector's SuspectAt until its next heartbeat.
-	suspectAt map[protocols.ID]protocols.Time
 	// priorityDue holds suspected members whose gossip priority changed:
 	// the protocol gets it once the suspicion clears (priorityChanged).
 	priorityDue map[protocols.ID]bool
@@ -322,8 +325,14 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = nopLogger{}
 	}
-	if _, err := phi.New(cfg.Detector); err != nil {
-		return nil, fmt.Errorf("core: failure detector: %w", err)
+	live := cfg.Liveness
+	if live == nil {
+		var err error
+		if live, err = NewLiveness(cfg.Detector); err != nil {
+			return nil, err
+		}
+	} else if live.Config() != cfg.Detector {
+		return nil, fmt.Errorf("core: election %q: its detector settings differ from the shared Liveness's", cfg.Name)
 	}
 	if p := electionNameProblem(cfg.Name); p != "" {
 		return nil, fmt.Errorf("core: election name %q %s", cfg.Name, p)
@@ -349,10 +358,9 @@ func New(cfg Config) (*Node, error) {
 		self:      spec.Self,
 		members:   make(map[string]membership.Member),
 		byID:      make(map[protocols.ID]string),
-		detectors: make(map[protocols.ID]*phi.Detector),
-		arrivals:  make(map[protocols.ID]*arrivals),
+		live:      live,
+		watching:  make(map[protocols.ID]bool),
 		suspected: make(map[protocols.ID]bool),
-		suspectAt: make(map[protocols.ID]protocols.Time),
 		refused:   make(map[string]membership.Member),
 		candidacy: spec.Candidacy,
 		// Ineligible at start for reasons the shell's first SetHealth
@@ -517,20 +525,12 @@ func (n *Node) NextWake(now protocols.Time, limit time.Duration) (protocols.Time
 	if t, armed := dl.NextDeadline(now); armed && t < next {
 		next = t
 	}
-	for id, d := range n.detectors {
+	for id := range n.watching {
 		if n.suspected[id] {
 			continue
 		}
-		t, cached := n.suspectAt[id]
-		if !cached {
-			// Cached per heartbeat: SuspectAt costs ~64 evaluations of phi.
-			var at bool
-			if t, at = d.SuspectAt(); !at {
-				continue
-			}
-			n.suspectAt[id] = t
-		}
-		if t < next {
+		// Cached per heartbeat in the shared detector (Liveness).
+		if t, at := n.live.suspectAtOf(id); at && t < next {
 			next = t
 		}
 	}

@@ -73,8 +73,9 @@ func (n *Node) OpenSession(now protocols.Time) (uint64, error) {
 	if !n.cfg.Session.Required {
 		return 0, ErrNoSessions
 	}
-	if vc, ok := n.voterChanger(); ok {
-		_ = vc
+	// Under a protocol with replicated voters (majority) only a voter
+	// can stand: a session cannot make anyone else eligible.
+	if _, ok := n.voterChanger(); ok {
 		if st := n.proto.Status(now); !st.Config.IsZero() && !st.Config.Has(n.self.Name) && !st.Committed.Has(n.self.Name) {
 			return 0, fmt.Errorf("%w (voters: %s)", ErrNotCandidate, st.Config.Voters)
 		}

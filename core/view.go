@@ -60,6 +60,23 @@ func (n *Node) Snapshot(now protocols.Time) Snapshot {
 	return snap
 }
 
+// Freshen brings s, a snapshot this node took earlier, to now for what
+// moves with every heartbeat: the lease and the leader's age. It costs
+// the protocol's status alone, not the view's members and quorum, which
+// stay as s had them. ok is false when the role, leader or epoch moved
+// since s: take a full Snapshot then.
+func (n *Node) Freshen(now protocols.Time, s Snapshot) (_ Snapshot, ok bool) {
+	st, origin, learned := n.electionStatus(now)
+	if st.Role.String() != s.Status.Role || st.Epoch != s.Status.Epoch || learned != s.Learned || n.leaderName(st) != s.Status.Leader {
+		return s, false
+	}
+	s.Origin, s.LeaseUntil = origin, 0
+	if st.Role == protocols.Leader {
+		s.LeaseUntil = st.LeaseUntil
+	}
+	return s, true
+}
+
 // Status is the API status at now. Role and leader come from the
 // protocol's Status at this instant, so an expired lease shows at once.
 func (n *Node) Status(now protocols.Time) api.Status {
@@ -161,7 +178,8 @@ func (n *Node) leaderName(st protocols.Status) string {
 }
 
 // Members lists every member this agent knows, itself first (at selfAddr),
-// with phi where a detector watches it.
+// with phi where a detector watches it for any of the agent's elections
+// (the detectors are shared: core/liveness.go).
 func (n *Node) Members(now protocols.Time, selfAddr string) []api.Member {
 	out := []api.Member{{Name: n.self.Name, ID: uint64(n.self.ID), Addr: selfAddr, State: api.StateAlive}}
 	names := make([]string, 0, len(n.members))
@@ -172,7 +190,7 @@ func (n *Node) Members(now protocols.Time, selfAddr string) []api.Member {
 	for _, name := range names {
 		m := n.members[name]
 		am := api.Member{Name: m.Name, ID: uint64(m.ID), Addr: m.Addr, State: m.State.String()}
-		if p, ok := n.Phi(now, m.ID); ok {
+		if p, ok := n.live.phiOf(now, m.ID); ok {
 			am.Phi = math.Min(p, api.MaxPhi)
 		}
 		if n.byID[m.ID] == name {

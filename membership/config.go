@@ -72,6 +72,11 @@ type Config struct {
 	// Member.Priority (the agent's node.priority), so that bully and ring
 	// rank it before they hear from it.
 	Priority uint8
+	// ElectionPriorities is published for peers to read with
+	// Member.PriorityIn: this node's priority in the named elections
+	// where it differs from Priority. At most MaxElectionPrioritiesLen
+	// bytes encoded.
+	ElectionPriorities map[string]uint8
 	// Logger receives memberlist's log lines at their levels under the
 	// name "memberlist"; nil discards them.
 	Logger *zap.Logger

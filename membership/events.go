@@ -60,9 +60,23 @@ type Member struct {
 	// DigestExt is the extension of the node's settings digest
 	// (SetDigest), "" from agents that publish none.
 	DigestExt string
+	// ElectionPriorities is the node's priority in the named elections
+	// where it differs from Priority, encoded (EncodeElectionPriorities):
+	// read it with PriorityIn.
+	ElectionPriorities string
 }
 
-// ProtocolMember returns the part of m an election protocol needs.
+// PriorityIn is m's priority in the election called election: its
+// [elections.NAME] priority when it publishes one, else Priority.
+func (m Member) PriorityIn(election string) uint8 {
+	if p, ok := electionPriority(m.ElectionPriorities, election); ok {
+		return p
+	}
+	return m.Priority
+}
+
+// ProtocolMember returns the part of m an election protocol needs, with
+// its priority in the default election.
 func (m Member) ProtocolMember() protocols.Member {
 	return protocols.Member{ID: m.ID, Name: m.Name, Priority: m.Priority}
 }

@@ -118,13 +118,18 @@ func Start(cfg Config) (*Membership, error) {
 	if err != nil {
 		return nil, err
 	}
+	prios, err := EncodeElectionPriorities(cfg.ElectionPriorities)
+	if err != nil {
+		return nil, fmt.Errorf("membership: %w", err)
+	}
 	nm := nodeMeta{
-		ID:       cfg.ID,
-		Version:  ProtocolVersion,
-		PeerID:   cfg.PeerID,
-		PeerAddr: cfg.PeerAddr,
-		User:     cfg.UserMeta,
-		Priority: cfg.Priority,
+		ID:         cfg.ID,
+		Version:    ProtocolVersion,
+		PeerID:     cfg.PeerID,
+		PeerAddr:   cfg.PeerAddr,
+		User:       cfg.UserMeta,
+		Priority:   cfg.Priority,
+		Priorities: prios,
 	}
 	meta, err := encodeMeta(nm)
 	if err != nil {
@@ -510,6 +515,8 @@ func (m *Membership) record(kind EventKind, n *memberlist.Node, state State) {
 		Digest:    meta.Digest,
 		Priority:  meta.Priority,
 		DigestExt: meta.DigestExt,
+
+		ElectionPriorities: meta.Priorities,
 	}
 	m.mu.Lock()
 	for _, other := range m.members {

@@ -4,6 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sort"
+	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -48,7 +51,12 @@ var errBadMeta = errors.New("bad node metadata")
 //	                    priority is then 0
 //	uvarint len, bytes  the settings digest's extension (SetDigest's ext:
 //	                    settings compared key by key), only when not
-//	                    empty; absent from older agents
+//	                    empty or a later field is written; absent from
+//	                    older agents
+//	uvarint len, bytes  per-election priorities: "NAME=P,NAME=P" in name
+//	                    order, the named elections whose priority differs
+//	                    from node.priority; only when not empty, absent
+//	                    from older agents
 //
 // ONLY APPEND fields: a decoder reads the fields it knows and ignores the
 // rest, so newer agents can add fields that older ones skip.
@@ -84,6 +92,75 @@ type nodeMeta struct {
 	// DigestExt is the settings digest's extension (SetDigest); opaque
 	// here.
 	DigestExt string
+	// Priorities is the per-election priorities field, in its encoded
+	// form (EncodeElectionPriorities).
+	Priorities string
+}
+
+// MaxElectionPrioritiesLen bounds the per-election priorities a node
+// publishes: with the other fields at their usual sizes the metadata
+// still fits MaxMetaSize; Start refuses a node whose metadata does not.
+const MaxElectionPrioritiesLen = 200
+
+// EncodeElectionPriorities encodes per-election priorities as node
+// metadata carries them, in name order. Names must not hold '=' or ','
+// (election names never do).
+func EncodeElectionPriorities(p map[string]uint8) (string, error) {
+	names := make([]string, 0, len(p))
+	for name := range p {
+		if name == "" || strings.ContainsAny(name, "=,") {
+			return "", fmt.Errorf("election name %q cannot be published with a priority", name)
+		}
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for i, name := range names {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%s=%d", name, p[name])
+	}
+	if b.Len() > MaxElectionPrioritiesLen {
+		return "", fmt.Errorf("%w: per-election priorities take %d bytes, at most %d: set node.priority to the most common one, or shorten the elections' names", ErrMetaTooLarge, b.Len(), MaxElectionPrioritiesLen)
+	}
+	return b.String(), nil
+}
+
+// electionPriority finds election's priority in an encoded
+// per-election priorities field.
+func electionPriority(enc, election string) (uint8, bool) {
+	for enc != "" {
+		var item string
+		item, enc, _ = strings.Cut(enc, ",")
+		name, v, ok := strings.Cut(item, "=")
+		if !ok || name != election {
+			continue
+		}
+		p, err := strconv.ParseUint(v, 10, 8)
+		return uint8(p), err == nil
+	}
+	return 0, false
+}
+
+// validElectionPriorities reports whether enc is a well-formed
+// per-election priorities field.
+func validElectionPriorities(enc string) bool {
+	if len(enc) > MaxElectionPrioritiesLen {
+		return false
+	}
+	for enc != "" {
+		var item string
+		item, enc, _ = strings.Cut(enc, ",")
+		name, v, ok := strings.Cut(item, "=")
+		if !ok || name == "" {
+			return false
+		}
+		if _, err := strconv.ParseUint(v, 10, 8); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // MaxDigestLen bounds the settings digest a node publishes, so that with
@@ -112,7 +189,10 @@ func encodeMeta(m nodeMeta) ([]byte, error) {
 	if len(m.DigestExt) > MaxDigestExtLen {
 		return nil, fmt.Errorf("%w: settings digest extension of %d bytes, at most %d", ErrMetaTooLarge, len(m.DigestExt), MaxDigestExtLen)
 	}
-	ext := m.DigestExt != ""
+	if !validElectionPriorities(m.Priorities) {
+		return nil, fmt.Errorf("%w: per-election priorities %q are malformed or longer than %d bytes", ErrMetaTooLarge, m.Priorities, MaxElectionPrioritiesLen)
+	}
+	ext := m.DigestExt != "" || m.Priorities != ""
 	if m.Digest != "" || m.User != "" || m.Priority != 0 || ext {
 		if len(m.Digest) > MaxDigestLen {
 			return nil, fmt.Errorf("%w: settings digest of %d bytes, at most %d", ErrMetaTooLarge, len(m.Digest), MaxDigestLen)
@@ -130,6 +210,10 @@ func encodeMeta(m nodeMeta) ([]byte, error) {
 	if ext {
 		b = binary.AppendUvarint(b, uint64(len(m.DigestExt)))
 		b = append(b, m.DigestExt...)
+	}
+	if m.Priorities != "" {
+		b = binary.AppendUvarint(b, uint64(len(m.Priorities)))
+		b = append(b, m.Priorities...)
 	}
 	if len(b) > MaxMetaSize {
 		return nil, fmt.Errorf("%w: %d bytes, memberlist allows %d (peer id %d bytes, peer address %d bytes)",
@@ -185,6 +269,14 @@ func decodeMeta(b []byte) (nodeMeta, error) {
 								x := metaReader{b: p.b}
 								if s := x.str("settings digest extension"); x.err == nil && len(s) <= MaxDigestExtLen {
 									m.DigestExt = s
+									if len(x.b) > 0 {
+										// Unreadable: the member ranks
+										// by node.priority everywhere.
+										e := metaReader{b: x.b}
+										if s := e.str("election priorities"); e.err == nil && validElectionPriorities(s) {
+											m.Priorities = s
+										}
+									}
 								}
 							}
 						}

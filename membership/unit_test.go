@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -25,6 +26,8 @@ func TestMetaRoundTrip(t *testing.T) {
 		{ID: 4, Version: 1, Digest: "d", User: `{"a":"b"}`, Priority: 10},
 		{ID: 5, Version: 1, DigestExt: "pv=1 cq=1"},
 		{ID: 6, Version: 1, Digest: "majority et=1s|1.1|a", User: `{"a":"b"}`, Priority: 3, DigestExt: "pv=0 cq=1"},
+		{ID: 7, Version: 2, Priorities: "jobs=9,reports=0"},
+		{ID: 8, Version: 2, Digest: "d", Priority: 4, DigestExt: "pv=1", Priorities: "db=200"},
 	} {
 		b, err := encodeMeta(m)
 		if err != nil {
@@ -93,6 +96,8 @@ func FuzzDecodeMeta(f *testing.F) {
 	f.Add([]byte{1, 0, 1, 1, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	ext, _ := encodeMeta(nodeMeta{ID: 7, Version: 1, PeerID: "p", PeerAddr: "a", Digest: "majority et=1s", DigestExt: "pv=1 cq=0"})
 	f.Add(ext)
+	prios, _ := encodeMeta(nodeMeta{ID: 7, Version: 2, PeerID: "p", PeerAddr: "a", Priority: 1, Priorities: "jobs=9,web=250"})
+	f.Add(prios)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := decodeMeta(b)
 		if err != nil {
@@ -432,5 +437,43 @@ func TestGossipReplacesItsOwnTopicOnly(t *testing.T) {
 	slices.Sort(got)
 	if !slices.Equal(got, []string{"default-2", "jobs-1"}) {
 		t.Fatalf("queued %v, want the newest of each topic: default-2, jobs-1", got)
+	}
+}
+
+// TestElectionPriorities: per-election priorities go out in name order,
+// come back per election with node.priority for the rest, and a field
+// that would not fit, or that an agent cannot read, is refused or left
+// out rather than misread.
+func TestElectionPriorities(t *testing.T) {
+	enc, err := EncodeElectionPriorities(map[string]uint8{"web": 250, "jobs": 9})
+	if err != nil || enc != "jobs=9,web=250" {
+		t.Fatalf("encode: %q, %v", enc, err)
+	}
+	b, err := encodeMeta(nodeMeta{ID: 2, Version: 2, Priority: 5, Priorities: enc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeMeta(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := Member{Priority: got.Priority, ElectionPriorities: got.Priorities}
+	for name, want := range map[string]uint8{"web": 250, "jobs": 9, "reports": 5, "default": 5} {
+		if p := m.PriorityIn(name); p != want {
+			t.Errorf("PriorityIn(%s) = %d, want %d", name, p, want)
+		}
+	}
+	long := map[string]uint8{}
+	for i := range 20 {
+		long[fmt.Sprintf("election-with-a-long-name-%02d", i)] = 1
+	}
+	if _, err := EncodeElectionPriorities(long); !errors.Is(err, ErrMetaTooLarge) {
+		t.Errorf("20 long names: %v, want ErrMetaTooLarge", err)
+	}
+	// A malformed field from a peer is left out: node.priority everywhere.
+	raw, _ := encodeMeta(nodeMeta{ID: 2, Version: 2, Priority: 5, DigestExt: "x"})
+	raw = append(raw, 5, 'a', '=', '9', '9', '9')
+	if got, err := decodeMeta(raw); err != nil || got.Priorities != "" {
+		t.Errorf("a=999: %+v, %v; want the member, without priorities", got, err)
 	}
 }

@@ -53,6 +53,8 @@ const (
 // coreNode is a node's core-mode state.
 type coreNode struct {
 	c *core.Node
+	// live is the node's phi detectors, shared by its elections.
+	live *core.Liveness
 	// peers is the transport's peer table, built from Ready.Peers: id to
 	// peer id. It is empty at every start, as a new transport is.
 	peers map[protocols.ID]string
@@ -210,6 +212,12 @@ func (r *run) startCore(n *node) error {
 	}
 	cfg.Reachable = r.reachFunc(idx)
 	cfg.ObservedEpoch = n.cn.observed
+	// One detector per peer shared by every election of the node, as the
+	// agent builds it; a restart starts with none, as a new process does.
+	if n.cn.live, err = core.NewLiveness(cfg.Detector); err != nil {
+		return fmt.Errorf("sim: detectors for n%d: %w", n.idx+1, err)
+	}
+	cfg.Liveness = n.cn.live
 	c, err := core.New(cfg)
 	if err != nil {
 		return fmt.Errorf("sim: core for n%d: %w", n.idx+1, err)
@@ -310,6 +318,7 @@ func (s coreShell) Persist(hs *protocols.HardState, observed uint64) error {
 func (s coreShell) Send(msgs []protocols.Message) {
 	r, n := s.r, s.n
 	for _, m := range msgs {
+		r.healthWon(n, m)
 		if !r.hasPeer(n, m) {
 			continue
 		}
@@ -358,13 +367,19 @@ func (s coreShell) PublishDigest(digest, ext string) {
 }
 
 // Publish hands the health check the core's status as the protocol's
-// SoftState: given leadership while ineligible.
+// SoftState: given leadership while ineligible. The term lets the check
+// tell a majority leader that won eligible (healthWon) and turned
+// ineligible while it waited for its lease, the hand-over window, from
+// one given leadership while ineligible.
 func (s coreShell) Publish(st api.Status) {
 	ss := protocols.SoftState{Epoch: st.Epoch}
+	var term uint64
 	if st.Role == api.RoleLeader {
 		ss.Role = protocols.Leader
+		pst, _ := s.n.cn.c.Leader(s.r.local(s.n))
+		term = pst.Term
 	}
-	s.r.healthSoft(s.n, ss)
+	s.r.healthSoft(s.n, ss, term)
 }
 
 // Settle has no reader: the simulator starts no consistent reads.

@@ -91,7 +91,7 @@ func TestCheckerCatchesPolicyBugs(t *testing.T) {
 		// candidate (docs/simulator.md, finding 5) this and the next two
 		// cost ring time, not liveness: the checker catches them under
 		// the strict failover bound.
-		{"detectors kept across leadership changes", "core-ring", core.Unsafe{KeepDetectors: true}, true, 7479125737349637325, sim.InvFailover},
+		{"detectors kept across leadership changes", "core-ring", core.Unsafe{KeepDetectors: true}, true, 7479125737349646226, sim.InvFailover},
 		// The dead-member reconnect hole: a member back from dead got no
 		// transport peer, so nothing reached it.
 		{"no transport peer for a member back from dead", "core-bully", core.Unsafe{NoPeerOnReturn: true}, false, 583982616703494564, sim.InvLiveness},

@@ -217,6 +217,7 @@ func (r *run) startElections(n *node) error {
 		}
 		cfg.Reachable = r.reachFunc(n.idx)
 		cfg.ObservedEpoch = observed
+		cfg.Liveness = cn.live
 		c, err := core.New(cfg)
 		if err != nil {
 			return fmt.Errorf("sim: election %s's core for n%d: %w", er.spec.Name, n.idx+1, err)

@@ -44,6 +44,13 @@ type healthRun struct {
 	// (0: never): leadership is given when a node announces leading an
 	// epoch it did not lead before.
 	leading []uint64
+	// won is, per node, the latest term in which it sent heartbeats as
+	// leader (majority won it then) and wonEligible whether it was
+	// eligible when it sent the first: in core mode a majority leader
+	// announces leading only once its lease holds, which may come after
+	// it turned ineligible, but it was given leadership when it won.
+	won         []uint64
+	wonEligible []bool
 }
 
 // drawPriorities gives the schedule's nodes priorities when health faults
@@ -84,7 +91,8 @@ func healthAction(rng *rand.Rand, et time.Duration) (int, time.Duration) {
 func (r *run) healthInit() {
 	if r.hl.ineligible == nil {
 		n := len(r.nodes)
-		r.hl = healthRun{ineligible: make([]bool, n), gen: make([]uint32, n), leading: make([]uint64, n), told: make([]protocols.Candidacy, n)}
+		r.hl = healthRun{ineligible: make([]bool, n), gen: make([]uint32, n), leading: make([]uint64, n), told: make([]protocols.Candidacy, n),
+			won: make([]uint64, n), wonEligible: make([]bool, n)}
 		for i := range n {
 			r.hl.told[i] = r.candidacy(i) // what every instance got so far
 		}
@@ -188,6 +196,18 @@ func (r *run) healthFire() {
 	}
 }
 
+// healthWon records when n wins a majority term: its first heartbeat
+// as leader of it.
+func (r *run) healthWon(n *node, m protocols.Message) {
+	if !r.o.Checks.Health || m.Kind != protocols.MsgHeartbeat || m.Leader != n.member.ID {
+		return
+	}
+	r.healthInit()
+	if m.Term > r.hl.won[n.idx] {
+		r.hl.won[n.idx], r.hl.wonEligible[n.idx] = m.Term, !r.hl.told[n.idx].Ineligible
+	}
+}
+
 // transferSent arms a TargetTransferTarget crash for m's target.
 func (r *run) transferSent(m protocols.Message) { r.armTransferCrash(int(m.To) - 1) }
 
@@ -225,7 +245,7 @@ func (r *run) handoverSent(n *node, m protocols.Message) {
 
 // healthSoft checks that n, announcing ss, is not given leadership while
 // its protocol knows it is ineligible.
-func (r *run) healthSoft(n *node, ss protocols.SoftState) {
+func (r *run) healthSoft(n *node, ss protocols.SoftState, term uint64) {
 	if !r.o.Checks.Health {
 		return
 	}
@@ -240,7 +260,8 @@ func (r *run) healthSoft(n *node, ss protocols.SoftState) {
 	r.hl.leading[n.idx] = ss.Epoch
 	// Ineligible as its protocol was told: a paused process learns of a
 	// change only when it runs again (its own checks do not run either).
-	if was != ss.Epoch && r.hl.told[n.idx].Ineligible {
+	wonEligible := term != 0 && term == r.hl.won[n.idx] && r.hl.wonEligible[n.idx]
+	if was != ss.Epoch && r.hl.told[n.idx].Ineligible && !wonEligible {
 		r.violate(InvHealth, "n%d became leader of epoch %d while ineligible", n.idx+1, ss.Epoch)
 	}
 }

@@ -99,7 +99,7 @@ func (r *run) drain(n *node) {
 		if rd.SoftState != nil {
 			ss := *rd.SoftState
 			r.rec(traceRec{kind: recSoft, node: int32(n.idx), a: uint64(ss.Role), b: uint64(ss.Leader), c: ss.Epoch})
-			r.healthSoft(n, ss)
+			r.healthSoft(n, ss, 0)
 		}
 		n.p.Advance(rd)
 	}

@@ -187,3 +187,14 @@ func replayCell(t *testing.T, cell string, seeds ...uint64) {
 func TestMatrixCorePeerOrder(t *testing.T) {
 	replayCell(t, "core-majority/faults", 2695064990826151946, 3849346279739125428, 13990320708289636280)
 }
+
+// TestMatrixCoreHealthWonEligible replays a core-majority/health
+// schedule in which n1 won term 5 while eligible, turned ineligible
+// (a health fault) while its first heartbeats' answers were still on a
+// slowed network, and announced leading once its lease held: the
+// hand-over window, not leadership given while ineligible. The check
+// now judges a majority leader's eligibility when it won, at its first
+// heartbeat as leader.
+func TestMatrixCoreHealthWonEligible(t *testing.T) {
+	replayCell(t, "core-majority/health", 14136711932073794084)
+}
