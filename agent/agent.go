@@ -122,6 +122,8 @@ type Agent struct {
 	// then the transport, and two interleaved would leave them
 	// disagreeing.
 	ringMu sync.Mutex
+	// keyq runs key steps on every member (agent/keys.go).
+	keyq keyQueries
 
 	health   *healthGlue // agent/health.go
 	rejoin   rejoinGlue  // agent/rejoin.go
@@ -261,6 +263,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 	}
 
 	a.gossip, _ = a.cluster.(membership.Gossiper)
+	a.serveKeyQueries()
 	for i, e := range a.elections {
 		if e.core, err = core.New(a.coreConfig(e.name, states[i].hs, states[i].observed, peerAddr)); err != nil {
 			return nil, fmt.Errorf("agent: election %s: %w", e.name, err)
