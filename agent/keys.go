@@ -457,6 +457,8 @@ func refuseKeyStep(op keyring.Op, key []byte, check []memberKeys, down []api.Key
 			blocking = append(blocking, r.name+" uses it as its primary")
 		}
 	}
+	slices.Sort(blocking)
+	slices.Sort(unsure)
 	if op == keyring.OpRemove && len(blocking) > 0 {
 		return fmt.Errorf("%w: remove %s: %s: make another key primary there first (agent keys use KEY); no member changed",
 			localapi.ErrKeysRefused, keyring.Fingerprint(key), strings.Join(blocking, ", "))
