@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/conclave-agent/conclave/api"
+	"github.com/conclave-agent/conclave/internal/ratelog"
 	"github.com/conclave-agent/conclave/keyring"
 	"github.com/conclave-agent/conclave/localapi"
 	"github.com/conclave-agent/conclave/membership"
@@ -205,6 +206,9 @@ const keyRequestMaxAge = time.Minute
 // keyQueries is the agent's part of the cluster-wide key steps.
 type keyQueries struct {
 	q membership.Querier // nil when the cluster cannot query
+	// refuseLog limits the lines for refused requests: on a cluster
+	// without a key, whoever reaches the gossip port can send them.
+	refuseLog *ratelog.Limiter
 	// seen holds the ids of the key requests answered within twice
 	// keyRequestMaxAge, when each came; guarded by the agent's ringMu.
 	seen map[[membership.QueryIDLen]byte]time.Time
@@ -217,7 +221,7 @@ func (a *Agent) serveKeyQueries() {
 	if !ok {
 		return
 	}
-	a.keyq = keyQueries{q: q, seen: make(map[[membership.QueryIDLen]byte]time.Time)}
+	a.keyq = keyQueries{q: q, refuseLog: ratelog.New(10 * time.Second), seen: make(map[[membership.QueryIDLen]byte]time.Time)}
 	q.ServeQueries(a.answerKeyQuery)
 }
 
@@ -234,13 +238,19 @@ func (a *Agent) answerKeyQuery(from string, id [membership.QueryIDLen]byte, body
 
 func (a *Agent) keyAnswer(from string, id [membership.QueryIDLen]byte, body []byte) keyring.Answer {
 	req, err := keyring.DecodeRequest(body)
-	if err != nil {
-		a.log.Warn("refusing a key request", zap.String("from", from), zap.Error(err))
-		return keyring.Answer{Err: err.Error(), Keys: a.ring.Load().Keys()}
+	op := zap.Skip()
+	if err == nil {
+		op = zap.Stringer("op", req.Op)
 	}
 	refuse := func(why string) keyring.Answer {
-		a.log.Warn("refusing a key request", zap.String("from", from), zap.Stringer("op", req.Op), zap.String("reason", why))
+		if ok, n := a.keyq.refuseLog.Allow(time.Now()); ok {
+			a.log.Warn("refusing a key request", zap.String("from", from), op,
+				zap.String("reason", why), zap.Uint64("suppressed_since_last", n))
+		}
 		return keyring.Answer{Err: why, Keys: a.ring.Load().Keys()}
+	}
+	if err != nil {
+		return refuse(err.Error())
 	}
 	now := time.Now()
 	if age := now.Sub(req.Sent); age > keyRequestMaxAge || age < -keyRequestMaxAge {

@@ -7,8 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/conclave-agent/conclave/api"
 	"github.com/conclave-agent/conclave/client"
+	"github.com/conclave-agent/conclave/internal/ratelog"
 	"github.com/conclave-agent/conclave/keyring"
 	"github.com/conclave-agent/conclave/membership"
 )
@@ -242,6 +245,44 @@ func TestClusterKeyRotation(t *testing.T) {
 		}
 		if st.Leader != first.Leader || st.Epoch != first.Epoch {
 			t.Errorf("n%d: leader %s epoch %d, want %s %d unchanged", i+1, st.Leader, st.Epoch, first.Leader, first.Epoch)
+		}
+	}
+}
+
+// A key request is answered once: one sent beyond keyRequestMaxAge from
+// this agent's clock, one whose id was already answered, and one of
+// another version are refused, saying why.
+func TestKeyRequestRefusals(t *testing.T) {
+	k := newKey(t)
+	a := &Agent{log: zap.NewNop()}
+	ring := keyring.New(k)
+	a.ring.Store(&ring)
+	a.keyq = keyQueries{refuseLog: ratelog.New(time.Second), seen: make(map[[membership.QueryIDLen]byte]time.Time)}
+	list := func(sent time.Time) []byte {
+		b, err := keyring.AppendRequest(nil, keyring.Request{Op: keyring.OpList, Sent: sent})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	id := [membership.QueryIDLen]byte{1}
+	if ans := a.keyAnswer("n2", id, list(time.Now())); ans.Err != "" || len(ans.Keys) != 1 || !bytes.Equal(ans.Keys[0], k) {
+		t.Fatalf("a fresh list: %+v", ans)
+	}
+	for name, c := range map[string]struct {
+		id   byte
+		body []byte
+		want string
+	}{
+		"the same id again":   {1, list(time.Now()), "already answered"},
+		"sent 2 minutes ago":  {2, list(time.Now().Add(-2 * time.Minute)), "possible replay"},
+		"sent 2 minutes on":   {3, list(time.Now().Add(2 * time.Minute)), "possible replay"},
+		"another version":     {4, append([]byte{9}, list(time.Now())[1:]...), "request version 9, this agent reads version 1"},
+		"a truncated request": {5, list(time.Now())[:4], "too short"},
+	} {
+		ans := a.keyAnswer("n2", [membership.QueryIDLen]byte{c.id}, c.body)
+		if !strings.Contains(ans.Err, c.want) {
+			t.Errorf("%s: error %q, want it to say %q", name, ans.Err, c.want)
 		}
 	}
 }

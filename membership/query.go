@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/memberlist"
 	"go.uber.org/zap"
+
+	"github.com/conclave-agent/conclave/internal/ratelog"
 )
 
 // Querier is implemented by clusters that can put a request to named
@@ -72,6 +75,9 @@ const (
 // are dropped (their senders report no answer). Queries are operator
 // actions, a few a minute.
 const queryBacklog = 16
+
+// queryDropLogEvery is how often a dropped query frame is logged at most.
+const queryDropLogEvery = 10 * time.Second
 
 // querySendParallel bounds the streams one Query opens at once.
 const querySendParallel = 8
@@ -153,6 +159,10 @@ func decodeQueryFrame(b []byte) (queryFrame, error) {
 
 // queries is a Membership's query state.
 type queries struct {
+	// dropLog limits the lines for frames dropped: whoever can reach the
+	// gossip port of a cluster without a key can send them.
+	dropLog *ratelog.Limiter
+
 	handler sync.Mutex // guards h
 	h       QueryHandler
 	in      chan queryFrame
@@ -166,7 +176,7 @@ type queries struct {
 }
 
 func newQueries() *queries {
-	return &queries{in: make(chan queryFrame, queryBacklog), pending: make(map[[QueryIDLen]byte]chan queryFrame)}
+	return &queries{dropLog: ratelog.New(queryDropLogEvery), in: make(chan queryFrame, queryBacklog), pending: make(map[[QueryIDLen]byte]chan queryFrame)}
 }
 
 // ServeQueries implements Querier.
@@ -272,7 +282,7 @@ func (m *Membership) Query(ctx context.Context, names []string, body []byte) []A
 func (m *Membership) queryMsg(b []byte) {
 	f, err := decodeQueryFrame(b)
 	if err != nil {
-		m.log.Warn("dropping a query frame", zap.Error(err))
+		m.dropped("dropping a query frame", zap.Error(err))
 		return
 	}
 	switch f.kind {
@@ -280,7 +290,7 @@ func (m *Membership) queryMsg(b []byte) {
 		select {
 		case m.q.in <- f:
 		default:
-			m.log.Warn("dropping a query: too many wait for an answer", zap.String("from", f.from))
+			m.dropped("dropping a query: too many wait for an answer", zap.String("from", f.from))
 		}
 	case kindAnswer:
 		m.q.mu.Lock()
@@ -293,6 +303,13 @@ func (m *Membership) queryMsg(b []byte) {
 		case ch <- f:
 		default: // more answers than members asked: a duplicate
 		}
+	}
+}
+
+// dropped logs a dropped query frame, at most once per queryDropLogEvery.
+func (m *Membership) dropped(msg string, fields ...zap.Field) {
+	if ok, n := m.q.dropLog.Allow(time.Now()); ok {
+		m.log.Warn(msg, append(fields, zap.Uint64("suppressed_since_last", n))...)
 	}
 }
 
