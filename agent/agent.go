@@ -122,6 +122,8 @@ type Agent struct {
 	// then the transport, and two interleaved would leave them
 	// disagreeing.
 	ringMu sync.Mutex
+	// keyq runs key steps on every member (agent/keys.go).
+	keyq keyQueries
 
 	health   *healthGlue // agent/health.go
 	rejoin   rejoinGlue  // agent/rejoin.go
@@ -263,6 +265,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 	}
 
 	a.gossip, _ = a.cluster.(membership.Gossiper)
+	a.serveKeyQueries()
 	// One phi detector per peer, shared by every election: node-level
 	// liveness, and one computation per heartbeat however many elections.
 	var live *core.Liveness

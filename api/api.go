@@ -51,6 +51,12 @@ const (
 	// with a KeyChange body → Keys after the change, saved. Both need
 	// write permission (403 like PathResign): the answer holds the keys.
 	PathKeys = "/v1/keys"
+	// PathClusterKeys: GET → KeyReport of every member's installed keys.
+	// POST with a ClusterKeyChange body → KeyReport of one rotation step
+	// run on every member through gossip; 409 with Error when it is
+	// refused before any member changes (a member lacks the key to use,
+	// or uses the key to remove). Write permission like PathKeys.
+	PathClusterKeys = "/v1/keys/cluster"
 )
 
 // Query parameters.
@@ -352,6 +358,45 @@ type KeyChange struct {
 type Keys struct {
 	Primary   string   `json:"primary"`
 	Installed []string `json:"installed"`
+}
+
+// ClusterKeyChange is the body of a POST to PathClusterKeys: KeyChange's
+// Op and Key for every member. Force runs a use or remove although some
+// member did not confirm it is ready (down, no answer, or, for use, lacks
+// the key); a remove of a key some member uses is refused even so.
+type ClusterKeyChange struct {
+	Op    string `json:"op"`
+	Key   string `json:"key"`
+	Force bool   `json:"force,omitempty"`
+}
+
+// KeyReport is what every member said to one cluster-wide key step, as
+// Consul's keyring prints it: Acked of Members acknowledged. Members
+// counts every member not known to have left, this agent included; those
+// down or silent are in Failed with the reason. Keys are the keys the
+// members that answered hold after the step.
+type KeyReport struct {
+	Op          string       `json:"op"`
+	Fingerprint string       `json:"fingerprint,omitempty"`
+	Members     int          `json:"members"`
+	Acked       int          `json:"acked"`
+	Failed      []KeyFailure `json:"failed"`
+	Keys        []KeyCount   `json:"keys"`
+}
+
+// KeyFailure is a member that did not acknowledge a key step, and why.
+type KeyFailure struct {
+	Member string `json:"member"`
+	Error  string `json:"error"`
+}
+
+// KeyCount is one key of a KeyReport: on how many members it is
+// installed, and on how many it is the primary.
+type KeyCount struct {
+	Key         string `json:"key"`
+	Fingerprint string `json:"fingerprint"`
+	Installed   int    `json:"installed"`
+	Primary     int    `json:"primary"`
 }
 
 // Error is the body of every non-2xx answer, and may be the last line of a

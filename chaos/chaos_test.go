@@ -10,9 +10,9 @@ import (
 	"go.uber.org/goleak"
 )
 
-// The CI schedule: every process fault kind once, the freeze of the
-// leader's scheduler, and every network fault kind when this runs as root
-// with ip and iptables. About two to three minutes; skipped with -short.
+// The CI schedule: a key rotation, every process fault kind once, the
+// freeze of the leader's scheduler, every network fault kind when this
+// runs as root with ip and iptables, and a key rotation again. About two to three minutes; skipped with -short.
 // CONCLAVE_CHAOS_BIN names a folder of prebuilt agent and scheduler
 // binaries (default: build them from this tree).
 
@@ -42,13 +42,17 @@ func TestChaosCI(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	opt := ciOptions(t)
 	opt.Freeze = 30 * time.Second
-	opt.Schedule = append(append([]string(nil), processFaults...), freezeFault)
+	// A key rotation first, and again after every fault, with agents
+	// restarted from their data directories: leadership must not move
+	// during either (Check, invariant 7).
+	opt.Schedule = append(append([]string{rotateKey}, processFaults...), freezeFault)
 	withNet, why := netnsAvailable(os.Geteuid())
 	if withNet {
 		opt.Schedule = append(opt.Schedule, networkFaults...)
 	} else {
 		t.Logf("network faults not run: %s", why)
 	}
+	opt.Schedule = append(opt.Schedule, rotateKey)
 	res, err := Run(context.Background(), opt)
 	if err != nil {
 		t.Fatal(err)

@@ -162,6 +162,22 @@ func Check(recs []Record, jobs []JobRow, fenceEpoch uint64, bound time.Duration)
 	}
 	r.Elections = len(leaderOf)
 
+	// 7. A key rotation moves no leadership: between its fault and heal
+	// records, no agent reports an epoch above the one at its start.
+	var rotating *Record
+	for i, x := range recs {
+		switch {
+		case x.Kind == kindFault && x.Fault == rotateKey:
+			rotating = &recs[i]
+		case x.Kind == kindHeal && rotating != nil && x.Round == rotating.Round:
+			rotating = nil
+		case x.Kind == kindStatus && rotating != nil && x.Up && x.Epoch > rotating.Epoch:
+			violate("leadership moved during the key rotation of round %d: %s reports epoch %d (leader %q), above %d at its start (at %s)",
+				rotating.Round, x.Node, x.Epoch, x.Leader, rotating.Epoch, stamp(x.T))
+			rotating = nil // one line per rotation
+		}
+	}
+
 	// 4. Writes as the schedulers saw them.
 	for _, x := range recs {
 		if x.Kind != kindSched {

@@ -172,3 +172,25 @@ func TestHistoryRoundTripSorted(t *testing.T) {
 		t.Fatal("garbage history read without error")
 	}
 }
+
+// A key rotation round during which the leader stays is clean; one
+// during which an agent reports a higher epoch is a violation.
+func TestCheckRotationKeepsLeadership(t *testing.T) {
+	rotation := func(mid Record) []Record {
+		return []Record{
+			status(0, "n1", "leader", 1),
+			status(0, "n2", "follower", 1),
+			{T: at(1000), Kind: kindFault, Fault: rotateKey, Round: 1, Targets: []string{"n2"}, Epoch: 1},
+			mid,
+			{T: at(3000), Kind: kindHeal, Fault: rotateKey, Round: 1},
+			status(4000, "n2", "leader", 2), // after the heal: not the rotation's doing
+		}
+	}
+	if r := Check(rotation(status(2000, "n2", "follower", 1)), nil, 0, 10*time.Second); len(r.Violations) != 0 {
+		t.Errorf("a rotation that kept the leader: violations %v", r.Violations)
+	}
+	r := Check(rotation(status(2000, "n2", "leader", 2)), nil, 0, 10*time.Second)
+	if len(r.Violations) != 1 || !strings.Contains(r.Violations[0], "leadership moved during the key rotation of round 1") {
+		t.Errorf("a rotation during which n2 took over: violations %v", r.Violations)
+	}
+}

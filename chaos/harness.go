@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -349,9 +350,10 @@ func (h *harness) configure() error {
 		return "[" + strings.Join(q, ", ") + "]"
 	}
 	// Wildcard binds are refused without a cluster key, as an operator
-	// would find; loopback runs keep the shipped keyless default.
+	// would find; loopback runs keep the shipped keyless default, but for
+	// a key rotation, which needs a key to replace.
 	var key string
-	if h.net != nil {
+	if h.net != nil || slices.Contains(h.opt.Schedule, rotateKey) {
 		k, err := membership.GenerateKey()
 		if err != nil {
 			return fmt.Errorf("chaos: %w", err)

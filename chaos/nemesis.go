@@ -146,7 +146,7 @@ func (h *harness) round(ctx context.Context, r int, kind string) error {
 			hit = hit || t == leader
 		}
 		switch kind {
-		case "kill-follower", "random-loss", "bridge":
+		case "kill-follower", "random-loss", "bridge", rotateKey:
 			hit = false // the leader may lose, but need not
 		case "one-way":
 			hit = targets[0] == leader
@@ -297,6 +297,15 @@ func (h *harness) round(ctx context.Context, r int, kind string) error {
 		if err := h.net.heal(ctx); err != nil {
 			return err
 		}
+		heal()
+	case rotateKey:
+		driver := h.pick(h.nodes)
+		fault([]*node{driver}, "agent keys install, use, remove from "+driver.name)
+		detail, err := h.rotate(ctx, driver)
+		if err != nil {
+			return err
+		}
+		h.logf("round %d: %s %s", r, kind, detail)
 		heal()
 	case "random-loss":
 		p := 0.1 + 0.3*h.rng.Float64()

@@ -28,3 +28,28 @@ func (c *Client) ChangeKeys(ctx context.Context, op, key string) (api.Keys, erro
 	err = c.postJSON(ctx, api.PathKeys, body, &k)
 	return k, err
 }
+
+// ClusterKeys lists every member's installed keys through gossip
+// (api.PathClusterKeys): how many members hold each key and use it as
+// their primary, and the members that did not answer. It needs write
+// permission.
+func (c *Client) ClusterKeys(ctx context.Context) (api.KeyReport, error) {
+	var r api.KeyReport
+	err := c.getJSON(ctx, api.PathClusterKeys, nil, &r)
+	return r, err
+}
+
+// ChangeClusterKeys runs one rotation step (op is api.KeyInstall,
+// api.KeyUse or api.KeyRemove) on every member through gossip and reports
+// who acknowledged. Each step is idempotent, so a step some member missed
+// is run again. force runs a use or a remove although some member is not
+// confirmed ready (api.ClusterKeyChange).
+func (c *Client) ChangeClusterKeys(ctx context.Context, op, key string, force bool) (api.KeyReport, error) {
+	var r api.KeyReport
+	body, err := json.Marshal(api.ClusterKeyChange{Op: op, Key: key, Force: force})
+	if err != nil {
+		return r, fmt.Errorf("agent %s: %w", api.PathClusterKeys, err)
+	}
+	err = c.postJSON(ctx, api.PathClusterKeys, body, &r)
+	return r, err
+}

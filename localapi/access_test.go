@@ -33,6 +33,8 @@ var accessRequests = []struct{ method, path, body string }{
 	{"POST", api.PathMaint + "?enable=true&reason=test", ""},
 	{"POST", api.PathVoters, `{"add":"n9"}`},
 	{"GET", api.PathKeys, ""}, // it shows the keys: writers only
+	{"GET", api.PathClusterKeys, ""},
+	{"POST", api.PathClusterKeys, `{"op":"install","key":"k"}`},
 	// A write under an election's path is a write like the unprefixed one.
 	{"POST", api.ElectionPath("db", api.PathResign), ""},
 	// Holding a candidacy moves leadership: writers only.
@@ -126,6 +128,10 @@ func (b accessBackend) Keys(context.Context) (api.Keys, error) {
 
 func (b accessBackend) ChangeKeys(context.Context, api.KeyChange) (api.Keys, error) {
 	return api.Keys{}, nil
+}
+
+func (b accessBackend) ClusterKeys(context.Context, api.ClusterKeyChange) (api.KeyReport, error) {
+	return api.KeyReport{Members: 1, Acked: 1}, nil
 }
 
 // Elections makes the server take named elections ("db" among them); the

@@ -31,7 +31,7 @@ func statusFor(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, ErrForbidden):
 		return http.StatusForbidden
-	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrRefused), errors.Is(err, ErrNoSessions), errors.Is(err, ErrNotCandidate):
+	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrRefused), errors.Is(err, ErrNoSessions), errors.Is(err, ErrNotCandidate), errors.Is(err, ErrKeysRefused):
 		return http.StatusConflict
 	case errors.Is(err, ErrSessionEnded):
 		return http.StatusGone

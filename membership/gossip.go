@@ -81,9 +81,14 @@ func (m *Membership) liveCount() int {
 	return max(n, 1)
 }
 
-// notifyMsg delivers a received user message to Gossiped, copied (memberlist
-// reuses the buffer), without ever blocking memberlist.
+// notifyMsg hands a query frame to queryMsg and delivers any other received
+// user message to Gossiped, copied (memberlist reuses the buffer), without
+// ever blocking memberlist.
 func (m *Membership) notifyMsg(b []byte) {
+	if len(b) > 0 && b[0] == queryMagic {
+		m.queryMsg(b)
+		return
+	}
 	if len(b) == 0 || len(b) > MaxGossipBytes {
 		return
 	}

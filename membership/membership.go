@@ -108,6 +108,9 @@ type Membership struct {
 	// broadcasts and gossiped carry Gossip messages (gossip.go).
 	broadcasts *memberlist.TransmitLimitedQueue
 	gossiped   chan []byte
+
+	// q carries queries and their answers (query.go).
+	q *queries
 }
 
 // Start validates cfg, starts memberlist and, when cfg.Join is not empty,
@@ -161,6 +164,7 @@ func Start(cfg Config) (*Membership, error) {
 		snapshotPath:  cfg.SnapshotPath,
 		snapshotDirty: make(chan struct{}, 1),
 		gossiped:      make(chan []byte, gossipBuffer),
+		q:             newQueries(),
 	}
 	if m.reapAfter <= 0 {
 		m.reapAfter = DefaultReapAfter
@@ -211,6 +215,8 @@ func Start(cfg Config) (*Membership, error) {
 	}
 	m.joinDone.Add(1)
 	go m.reconnectLoop(interval)
+	m.joinDone.Add(1)
+	go m.serveQueries()
 	return m, nil
 }
 
@@ -488,6 +494,7 @@ func (m *Membership) Shutdown() error {
 	close(m.stopJoin)
 	err := m.ml.Shutdown()
 	m.joinDone.Wait()
+	m.q.sends.Wait()
 	m.events.close()
 	if err != nil {
 		return fmt.Errorf("membership: shutdown: %w", err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclave-agent/conclave/api"
 	"github.com/conclave-agent/conclave/keyring"
 )
 
@@ -88,4 +89,25 @@ func fingerprint(t *testing.T, key string) string {
 		t.Fatal(err)
 	}
 	return keyring.Fingerprint(b)
+}
+
+// The report's two forms, as an operator reads them: a list with a key
+// that is the primary of some members only, and a step that a member
+// missed, named with its reason.
+func TestPrintKeyReport(t *testing.T) {
+	var b strings.Builder
+	printKeyReport(&b, api.KeyReport{Op: "list", Members: 3, Acked: 2,
+		Failed: []api.KeyFailure{{Member: "n3", Error: "no answer in time"}},
+		Keys:   []api.KeyCount{{Key: "NEW=", Fingerprint: "aaaa0001", Installed: 2, Primary: 1}, {Key: "OLD=", Fingerprint: "bbbb0002", Installed: 2, Primary: 1}}})
+	printKeyReport(&b, api.KeyReport{Op: "install", Fingerprint: "aaaa0001", Members: 3, Acked: 3, Failed: []api.KeyFailure{}})
+	printKeyReport(&b, api.KeyReport{Op: "list", Members: 2, Acked: 2, Keys: []api.KeyCount{{Key: "NEW=", Fingerprint: "aaaa0001", Installed: 2, Primary: 2}}})
+	want := `NEW=  aaaa0001  [2/3]  primary on [1/3]
+OLD=  bbbb0002  [2/3]  primary on [1/3]
+  n3: no answer in time
+install aaaa0001: [3/3] members acknowledged
+NEW=  aaaa0001  [2/2]  primary
+`
+	if b.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
 }

@@ -128,12 +128,16 @@ func commands() []command {
 				"Reports on stderr what it waits for. exec's flags go before CMD.",
 			example:     []string{"agent exec -socket data/cluster/n1/agent.sock -- ./scheduler -once"},
 			commandLine: true},
-		{name: "keys", summary: "list, install, use or remove this agent's cluster keys (rotation)", run: runKeys,
-			usage: []string{"[list] [flags]         the installed keys, the primary marked",
+		{name: "keys", summary: "list, install, use or remove the cluster keys on every member (rotation)", run: runKeys,
+			usage: []string{"[list] [flags]         every key, [members holding it/members], the primary marked",
 				"install KEY [flags]    add KEY (gossip is read with any installed key)",
 				"use KEY [flags]        encrypt gossip with KEY from now on",
 				"remove KEY [flags]     drop KEY: peers that hold only it are refused"},
-			about:   "One step of a key rotation on the agent behind the socket; run each step on\nevery agent before the next (docs/security.md). Needs write permission.",
+			about: "One step of a key rotation, run by the agent behind the socket on every member\n" +
+				"through gossip; prints [acknowledged/members] and names each member that did\n" +
+				"not, and exits 1 then: run the step again once it is back (docs/security.md).\n" +
+				"use and remove check every member first; -force goes on past members down or\n" +
+				"silent. -local acts on this agent only. Needs write permission.",
 			example: []string{"agent keys install $(agent keygen) -socket data/cluster/n1/agent.sock"},
 		},
 		{name: "keygen", summary: "print a fresh cluster key for [gossip] key", run: runKeygen,

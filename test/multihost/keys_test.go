@@ -7,11 +7,12 @@ import (
 )
 
 // TestKeyRotationAcrossHosts rotates the cluster key of five namespaced
-// hosts with the CLI, one host at a time per step (install, use, remove
-// the old key), while a watcher reads every host's status stream: the
-// leader and its epoch stay, and no epoch has two leaders. n5 misses the
-// install; once the old key is removed, the others refuse it and name it
-// in their problems.
+// hosts with the CLI run on ONE host (n1), each step reaching every
+// member through gossip, while a watcher reads every host's status
+// stream: the leader and its epoch stay, and no epoch has two leaders.
+// n5 is killed first: the install reaches [4/5], names n5 and exits
+// non-zero, and a use is refused while n5 is down; once n5 is back the
+// same install run again completes [5/5], and so do use and remove.
 func TestKeyRotationAcrossHosts(t *testing.T) {
 	c := newCluster(t, 5, "majority")
 	c.voters = []string{"n1", "n2", "n3", "n4"}
@@ -27,39 +28,71 @@ func TestKeyRotationAcrossHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := strings.TrimSpace(out)
-	in := c.hosts[:4]
-	for _, step := range [][]string{{"install", next}, {"install", next}, {"use", next}, {"remove", c.key}} {
-		for _, h := range in {
-			if _, err := c.cli(h, append([]string{"keys"}, step...)...); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	for _, h := range in {
-		out, err := c.cli(h, "keys")
+	n1, n5 := c.hosts[0], c.host("n5")
+	keys := func(args ...string) string {
+		t.Helper()
+		out, err := c.cli(n1, append([]string{"keys"}, args...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.Contains(out, c.key) || !strings.Contains(out, next+"  ") || !strings.Contains(out, "primary") {
-			t.Errorf("%s: agent keys after the rotation:\n%s", h.name, out)
-		}
+		return out
+	}
+	if out := keys("list"); !strings.Contains(out, c.key+"  ") || !strings.Contains(out, "[5/5]  primary") {
+		t.Fatalf("agent keys list before the rotation:\n%s", out)
 	}
 
-	// n5 still holds only the old key: refused and named.
+	// n5 crashes: once gossip declares it dead, the install reaches the
+	// other four, names n5 and fails the command.
+	c.kill(n5)
 	deadline := time.Now().Add(waitLimit)
-	for named := false; !named; {
-		for _, h := range in {
-			if st, err := h.status(); err == nil && strings.Contains(string(st.Problems), "member n5 proved none") {
-				named = true
-			}
+	for {
+		out, err := c.cli(n1, "keys", "install", next)
+		if err != nil && strings.Contains(out, "[4/5] members acknowledged") && strings.Contains(out, "n5: down") {
+			break
 		}
-		if !named && time.Now().After(deadline) {
-			t.Fatalf("no host names n5, which missed the install, in its problems within %v", waitLimit)
+		if time.Now().After(deadline) {
+			t.Fatalf("install with n5 killed, within %v: %v\n%s\nwant [4/5] naming n5 and a non-zero exit", waitLimit, err, out)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond)
+	}
+	if out, err := c.cli(n1, "keys", "use", next); err == nil || !strings.Contains(out, "n5 is down") || !strings.Contains(out, "no member changed") {
+		t.Errorf("use while n5 is down: %v\n%s\nwant a refusal naming n5", err, out)
 	}
 
-	for _, h := range in {
+	// n5 is back: the same install, run again, completes.
+	c.start(n5)
+	deadline = time.Now().Add(waitLimit)
+	for {
+		out, err := c.cli(n1, "keys", "install", next)
+		if err == nil && strings.Contains(out, "[5/5] members acknowledged") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("install again with n5 back, within %v: %v\n%s", waitLimit, err, out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, step := range [][]string{{"use", next}, {"use", next}, {"remove", c.key}, {"remove", c.key}} {
+		if out := keys(step...); !strings.Contains(out, "[5/5] members acknowledged") {
+			t.Fatalf("agent keys %s:\n%s", step[0], out)
+		}
+	}
+	out = keys()
+	if strings.Contains(out, c.key) || !strings.Contains(out, next+"  ") || !strings.Contains(out, "[5/5]  primary") {
+		t.Errorf("agent keys after the rotation:\n%s", out)
+	}
+	// Every host holds the new key alone, as its own socket says.
+	for _, h := range c.hosts {
+		out, err := c.cli(h, "keys", "-local")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(out, c.key) || !strings.Contains(out, next+"  ") {
+			t.Errorf("%s: agent keys -local after the rotation:\n%s", h.name, out)
+		}
+	}
+
+	for _, h := range c.hosts[:4] {
 		st, err := h.status()
 		if err != nil {
 			t.Fatal(err)
