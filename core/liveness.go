@@ -20,11 +20,13 @@ import (
 // is never held against it once nobody expects it to heartbeat. Its
 // heartbeat statistics (core/arrivals.go) live as long as the peer's id.
 //
-// Heartbeats of several elections from one peer arrive together (the
-// transport coalesces them into one frame per peer). Arrivals closer than
-// half a heartbeat interval to the last one counted are one beat: the
-// detector models the peer's heartbeat rhythm, not how many elections it
-// runs. A Liveness is not safe for concurrent use: the agent drives every
+// Heartbeats of several elections from one peer arrive together: the
+// peer's timers are served together within the timer slack (WakeSlack,
+// a tenth of the heartbeat interval) and the transport carries one frame
+// per peer per loop iteration. Arrivals closer than that slack to the last
+// one counted are one beat: the detector models the peer's heartbeat
+// rhythm, not how many elections it runs. The slack is far below the
+// jitter that could bring two real beats that close. A Liveness is not safe for concurrent use: the agent drives every
 // election from one loop, and the simulator from one thread. It must
 // never read a clock: time comes with every call.
 type Liveness struct {
@@ -93,14 +95,14 @@ func (l *Liveness) unwatch(id protocols.ID) {
 }
 
 // beat records a heartbeat from a watched peer at now, unless it is part
-// of the beat counted last (closer than half a heartbeat interval).
+// of the beat counted last (closer than the timer slack).
 func (l *Liveness) beat(now protocols.Time, id protocols.ID) {
 	p := l.peers[id]
 	if p == nil {
 		return
 	}
 	last, heard := p.d.Last()
-	if heard && now.Sub(last) < l.cfg.FirstHeartbeatEstimate/2 {
+	if heard && now.Sub(last) < WakeSlack(l.cfg.FirstHeartbeatEstimate) {
 		return
 	}
 	if heard {

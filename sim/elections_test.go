@@ -33,7 +33,7 @@ func TestCheckerCatchesShellBugs(t *testing.T) {
 		// The loop sleeps until the default election's next deadline
 		// only: the majority election of other voters misses its
 		// heartbeats and loses its leader when an unrelated node pauses.
-		{"wake-up computed from the default election only", sim.ShellBugs{WakeForDefault: true}, 7691228355860892142, sim.InvIsolation},
+		{"wake-up computed from the default election only", sim.ShellBugs{WakeForDefault: true}, 7691228355860892146, sim.InvIsolation},
 	}
 	c, err := registry.LookupCell("core-multi/faults")
 	if err != nil {

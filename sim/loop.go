@@ -128,8 +128,16 @@ func (r *run) send(n *node, m protocols.Message) {
 		copies = 2
 	}
 	r.rec(traceRec{kind: recSend, node: int32(n.idx), a: uint64(copies), msg: m})
-	for range copies {
-		d := r.minDelay + randDur(r.rng, r.maxDelay-r.minDelay+1)
+	for c := range copies {
+		var d time.Duration
+		if f, ok := r.frameDelay(n, to); ok && c == 0 {
+			d = f
+		} else {
+			d = r.minDelay + randDur(r.rng, r.maxDelay-r.minDelay+1)
+			if c == 0 {
+				r.noteFrame(n, to, d)
+			}
+		}
 		if r.longProb > 0 && r.rng.Float64() < r.longProb {
 			r.stats.Faults[FaultLongDelay]++
 			d += r.o.ElectionTimeout + randDur(r.rng, 2*r.o.ElectionTimeout)
@@ -263,4 +271,35 @@ func (r *run) detectPeer(n *node, i int) {
 
 func (r *run) input(n *node, kind, peer int) {
 	r.rec(traceRec{kind: recInput, node: int32(n.idx), a: uint64(kind), b: uint64(peer)})
+}
+
+// A node running several elections sends what one event produced for one
+// peer in one frame, as the agent's one SendAll per loop iteration does:
+// those messages share a delay (a duplicate or a long delay still strikes
+// one message alone). frameDelay is that frame's delay for messages from
+// n to to, if n already sent one to it in this event; noteFrame records
+// it. Nodes running one election draw a delay per message, as always.
+func (r *run) frameDelay(n *node, to int) (time.Duration, bool) {
+	if n.cn == nil || len(n.cn.els) == 0 || n.frames == nil {
+		return 0, false
+	}
+	f := n.frames[to]
+	return f.d, f.event == r.stats.Events
+}
+
+func (r *run) noteFrame(n *node, to int, d time.Duration) {
+	if n.cn == nil || len(n.cn.els) == 0 {
+		return
+	}
+	if n.frames == nil {
+		n.frames = make([]frame, len(r.nodes))
+	}
+	n.frames[to] = frame{event: r.stats.Events, d: d}
+}
+
+// frame is the delay of the frame a node last sent one peer, and the
+// event (Stats.Events) it was sent in.
+type frame struct {
+	event int64
+	d     time.Duration
 }

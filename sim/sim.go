@@ -38,6 +38,9 @@ type node struct {
 	offset  int64
 	pending []protocols.Message // buffered while paused
 	cn      *coreNode           // core mode only (coremode.go)
+	// frames holds, per peer, the frame this node last sent it
+	// (several elections only: loop.go frameDelay).
+	frames []frame
 	// resigned: an operator's Resign (FaultResign) took effect since the
 	// node last started (Checks.Preferred).
 	resigned bool
