@@ -255,6 +255,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 			Priority:     uint8(cfg.Node.Priority),
 
 			ElectionPriorities: cfg.ElectionPriorities(),
+			Elections:          cfg.ElectionNames()[1:],
 			Logger:             lg.Named("gossip"),
 		})
 		if err != nil {

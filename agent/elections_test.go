@@ -260,3 +260,42 @@ func TestPriorityPerElection(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestElectionOnSomeAgentsOnly: a named election configured on n1 and n2
+// only is theirs: n3, the highest id, publishes that it does not run it,
+// so bully on n1 and n2 does not wait on a candidate that never answers,
+// and elects n2 and keeps it.
+func TestElectionOnSomeAgentsOnly(t *testing.T) {
+	tc := newTestCluster(t, 3, config.ProtocolBully, "")
+	for i := range 2 {
+		tc.cfgs[i].Elections = map[string]config.NamedElection{"jobs": {}}
+		if err := tc.cfgs[i].Validate(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tc.startAll()
+	var st api.Status
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		a, b := tc.electionStatus(0, "jobs"), tc.electionStatus(1, "jobs")
+		if a.Leader != "" && a.Leader == b.Leader && a.Epoch == b.Epoch {
+			st = a
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("jobs: n1 follows %q, n2 %q after 30 s", a.Leader, b.Leader)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if st.Leader != "n2" {
+		t.Fatalf("jobs elected %s, want n2 (n3 does not run it)", st.Leader)
+	}
+	if st.Members != 2 || st.Quorum.Voters != 2 {
+		t.Errorf("jobs counts %d members and %d candidates, want 2 and 2: n3 does not run it", st.Members, st.Quorum.Voters)
+	}
+	time.Sleep(2 * time.Second)
+	for i := range 2 {
+		if got := tc.electionStatus(i, "jobs"); got.Leader != "n2" || got.Epoch != st.Epoch {
+			t.Errorf("n%d: jobs led by %s in epoch %d, want n2 kept in epoch %d", i+1, got.Leader, got.Epoch, st.Epoch)
+		}
+	}
+}

@@ -50,9 +50,11 @@ func (n *Node) Name() string {
 func (n *Node) named() bool { return n.wire != "" }
 
 // outOfElection reports whether member m takes no part in this election:
-// an agent too old to run named elections.
+// an agent too old to run named elections, or one whose gossip metadata
+// says it does not run this one (membership.Member.MayRun). Bully and ring
+// would otherwise count it a candidate that never answers.
 func (n *Node) outOfElection(m membership.Member) bool {
-	return n.named() && m.Version != 0 && m.Version < NamedElectionsVersion
+	return n.named() && ((m.Version != 0 && m.Version < NamedElectionsVersion) || !m.MayRun(n.wire))
 }
 
 // ElectionOf returns the election a message received from the transport

@@ -21,10 +21,22 @@ func (n *Node) ApplyMember(now protocols.Time, m membership.Member) {
 }
 
 func (n *Node) applyMember(now protocols.Time, m membership.Member) {
-	if m.Name == n.self.Name || n.outOfElection(m) {
+	if m.Name == n.self.Name {
 		return
 	}
 	prev, known := n.members[m.Name]
+	if n.outOfElection(m) {
+		if !known || !isLive(prev) || m.State == membership.StateReaped {
+			if known && m.State == membership.StateReaped {
+				n.forgetMember(now, prev, known)
+			}
+			return
+		}
+		// A live member of this election that stopped running it (it
+		// restarted without it): to the election it has left; it comes
+		// back, as from a leave, when it runs it again.
+		m.State = membership.StateLeft
+	}
 	if m.State == membership.StateReaped {
 		n.forgetMember(now, prev, known)
 		n.admitRefused(now, prev.ID)

@@ -265,3 +265,44 @@ func TestPriorityFromGossipPerElection(t *testing.T) {
 		t.Errorf("default ranks b at %d, want its node.priority 0", p)
 	}
 }
+
+// TestMemberOutsideNamedElection: an agent whose gossip metadata says it
+// does not run a named election takes no part in it (bully would count
+// it a candidate that never answers), leaves it when it restarts
+// without it, and joins it when it runs it again; the default election
+// counts it throughout.
+func TestMemberOutsideNamedElection(t *testing.T) {
+	def, _ := newTestNode(t, ProtocolBully)
+	jobs, _ := newTestNode(t, ProtocolBully, func(c *Config) { c.Name = "jobs" })
+	apply := func(m membership.Member) {
+		def.applyMember(m)
+		jobs.applyMember(m)
+	}
+	m := member("b", 2, membership.StateAlive)
+	m.Elections = membership.ElectionsBitmap([]string{"reports"})
+	apply(m)
+	if _, in := jobs.members["b"]; in {
+		t.Fatal("jobs counts b, which runs only reports")
+	}
+	if _, in := def.members["b"]; !in {
+		t.Fatal("the default election does not count b")
+	}
+	m.Elections = membership.ElectionsBitmap([]string{"reports", "jobs"})
+	apply(m)
+	if got := jobs.members["b"]; got.State != membership.StateAlive {
+		t.Fatalf("jobs: b is %v after it runs jobs, want alive", got.State)
+	}
+	m.Elections = membership.ElectionsBitmap(nil)
+	apply(m)
+	if got := jobs.members["b"]; got.State != membership.StateLeft {
+		t.Errorf("jobs: b is %v after it restarted without jobs, want left", got.State)
+	}
+	if got := def.members["b"]; got.State != membership.StateAlive {
+		t.Errorf("default: b is %v, want alive", got.State)
+	}
+	m.Elections = 0 // an agent that does not say: counted, as before
+	apply(m)
+	if got := jobs.members["b"]; got.State != membership.StateAlive {
+		t.Errorf("jobs: b is %v when it publishes no bitmap, want alive", got.State)
+	}
+}

@@ -77,6 +77,10 @@ type Config struct {
 	// where it differs from Priority. At most MaxElectionPrioritiesLen
 	// bytes encoded.
 	ElectionPriorities map[string]uint8
+	// Elections names the named elections this node runs, published as a
+	// bitmap (ElectionsBitmap) for peers to read with Member.MayRun, so
+	// that an election counts only the members that run it.
+	Elections []string
 	// Logger receives memberlist's log lines at their levels under the
 	// name "memberlist"; nil discards them.
 	Logger *zap.Logger

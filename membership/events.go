@@ -64,6 +64,17 @@ type Member struct {
 	// where it differs from Priority, encoded (EncodeElectionPriorities):
 	// read it with PriorityIn.
 	ElectionPriorities string
+	// Elections is the bitmap of the named elections the node runs
+	// (ElectionsBitmap), 0 from agents that do not say: read it with
+	// MayRun.
+	Elections uint64
+}
+
+// MayRun reports whether m may run the named election called election:
+// false only when m publishes which it runs and that one is not among
+// them (a bit shared with another name it runs reads as true).
+func (m Member) MayRun(election string) bool {
+	return m.Elections == 0 || m.Elections&electionBit(election) != 0
 }
 
 // PriorityIn is m's priority in the election called election: its

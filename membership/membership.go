@@ -133,6 +133,7 @@ func Start(cfg Config) (*Membership, error) {
 		User:       cfg.UserMeta,
 		Priority:   cfg.Priority,
 		Priorities: prios,
+		Elections:  ElectionsBitmap(cfg.Elections),
 	}
 	meta, err := encodeMeta(nm)
 	if err != nil {
@@ -524,6 +525,7 @@ func (m *Membership) record(kind EventKind, n *memberlist.Node, state State) {
 		DigestExt: meta.DigestExt,
 
 		ElectionPriorities: meta.Priorities,
+		Elections:          meta.Elections,
 	}
 	m.mu.Lock()
 	for _, other := range m.members {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"sort"
 	"strconv"
 	"strings"
@@ -55,8 +56,11 @@ var errBadMeta = errors.New("bad node metadata")
 //	                    older agents
 //	uvarint len, bytes  per-election priorities: "NAME=P,NAME=P" in name
 //	                    order, the named elections whose priority differs
-//	                    from node.priority; only when not empty, absent
-//	                    from older agents
+//	                    from node.priority; only when not empty or a later
+//	                    field is written, absent from older agents
+//	uvarint elections   the named elections the node runs, as a bitmap
+//	                    (ElectionsBitmap); only when it runs any, absent
+//	                    from older agents (which run none, or did not say)
 //
 // ONLY APPEND fields: a decoder reads the fields it knows and ignores the
 // rest, so newer agents can add fields that older ones skip.
@@ -95,6 +99,32 @@ type nodeMeta struct {
 	// Priorities is the per-election priorities field, in its encoded
 	// form (EncodeElectionPriorities).
 	Priorities string
+	// Elections is the bitmap of the named elections the node runs
+	// (ElectionsBitmap); 0 when it does not say.
+	Elections uint64
+}
+
+// electionsKnown is set in every bitmap a node publishes, so that a node
+// running no named election says so (a bitmap of that bit alone) rather
+// than saying nothing.
+const electionsKnown = 1 << 63
+
+// ElectionsBitmap folds the names of the named elections a node runs into
+// the bitmap its metadata publishes: one of 63 bits per name (an FNV-1a
+// hash), so two names may share a bit. A member whose bitmap lacks an
+// election's bit does not run it; one whose bit is set probably does.
+func ElectionsBitmap(names []string) uint64 {
+	b := uint64(electionsKnown)
+	for _, name := range names {
+		b |= electionBit(name)
+	}
+	return b
+}
+
+func electionBit(name string) uint64 {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return 1 << (h.Sum32() % 63)
 }
 
 // MaxElectionPrioritiesLen bounds the per-election priorities a node
@@ -192,7 +222,7 @@ func encodeMeta(m nodeMeta) ([]byte, error) {
 	if !validElectionPriorities(m.Priorities) {
 		return nil, fmt.Errorf("%w: per-election priorities %q are malformed or longer than %d bytes", ErrMetaTooLarge, m.Priorities, MaxElectionPrioritiesLen)
 	}
-	ext := m.DigestExt != "" || m.Priorities != ""
+	ext := m.DigestExt != "" || m.Priorities != "" || m.Elections != 0
 	if m.Digest != "" || m.User != "" || m.Priority != 0 || ext {
 		if len(m.Digest) > MaxDigestLen {
 			return nil, fmt.Errorf("%w: settings digest of %d bytes, at most %d", ErrMetaTooLarge, len(m.Digest), MaxDigestLen)
@@ -211,9 +241,12 @@ func encodeMeta(m nodeMeta) ([]byte, error) {
 		b = binary.AppendUvarint(b, uint64(len(m.DigestExt)))
 		b = append(b, m.DigestExt...)
 	}
-	if m.Priorities != "" {
+	if m.Priorities != "" || m.Elections != 0 {
 		b = binary.AppendUvarint(b, uint64(len(m.Priorities)))
 		b = append(b, m.Priorities...)
+	}
+	if m.Elections != 0 {
+		b = binary.AppendUvarint(b, m.Elections)
 	}
 	if len(b) > MaxMetaSize {
 		return nil, fmt.Errorf("%w: %d bytes, memberlist allows %d (peer id %d bytes, peer address %d bytes)",
@@ -275,6 +308,13 @@ func decodeMeta(b []byte) (nodeMeta, error) {
 										e := metaReader{b: x.b}
 										if s := e.str("election priorities"); e.err == nil && validElectionPriorities(s) {
 											m.Priorities = s
+											if len(e.b) > 0 {
+												// Unreadable: as from an
+												// agent that does not say.
+												if v := e.uvarint("elections"); e.err == nil && v&electionsKnown != 0 {
+													m.Elections = v
+												}
+											}
 										}
 									}
 								}

@@ -28,6 +28,8 @@ func TestMetaRoundTrip(t *testing.T) {
 		{ID: 6, Version: 1, Digest: "majority et=1s|1.1|a", User: `{"a":"b"}`, Priority: 3, DigestExt: "pv=0 cq=1"},
 		{ID: 7, Version: 2, Priorities: "jobs=9,reports=0"},
 		{ID: 8, Version: 2, Digest: "d", Priority: 4, DigestExt: "pv=1", Priorities: "db=200"},
+		{ID: 9, Version: 2, Elections: ElectionsBitmap([]string{"jobs", "db"})},
+		{ID: 10, Version: 2, Priorities: "jobs=1", Elections: ElectionsBitmap(nil)},
 	} {
 		b, err := encodeMeta(m)
 		if err != nil {
@@ -475,5 +477,31 @@ func TestElectionPriorities(t *testing.T) {
 	raw = append(raw, 5, 'a', '=', '9', '9', '9')
 	if got, err := decodeMeta(raw); err != nil || got.Priorities != "" {
 		t.Errorf("a=999: %+v, %v; want the member, without priorities", got, err)
+	}
+}
+
+// TestElectionsBitmap: a member that publishes which named elections it
+// runs may run those, not the others; one that says nothing may run any.
+func TestElectionsBitmap(t *testing.T) {
+	m := Member{Elections: ElectionsBitmap([]string{"jobs", "reports"})}
+	for name, want := range map[string]bool{"jobs": true, "reports": true} {
+		if m.MayRun(name) != want {
+			t.Errorf("MayRun(%s) = %v, want %v", name, !want, want)
+		}
+	}
+	missed := 0
+	for i := range 200 {
+		if !m.MayRun(fmt.Sprintf("other-%d", i)) {
+			missed++
+		}
+	}
+	if missed < 150 { // two of 63 bits set: about 97 % are told apart
+		t.Errorf("only %d of 200 other names read as not run", missed)
+	}
+	if none := (Member{Elections: ElectionsBitmap(nil)}); none.MayRun("jobs") {
+		t.Error("a member running no named election may run jobs")
+	}
+	if silent := (Member{}); !silent.MayRun("jobs") {
+		t.Error("a member that does not say may not run jobs")
 	}
 }
