@@ -189,3 +189,40 @@ func TestSetCandidacyAbandonsCampaign(t *testing.T) {
 		t.Fatalf("ineligible n1 leads\n%s", tn.Status())
 	}
 }
+
+// TestIneligibleNewLeaderWaitsForCandidacies: a leader that turns
+// ineligible before any voter answered its heartbeats knows no voter's
+// candidacy yet. It must not take them for eligible: handing over to an
+// ineligible voter times out and leaves no leader until one turns
+// eligible. It keeps leading (NoEligibleTarget) until answers tell it
+// whom it may hand over to; here nobody.
+func TestIneligibleNewLeaderWaitsForCandidacies(t *testing.T) {
+	tn := newTestNet(3, 0, 5, baseConfig())
+	tn.setCand(2, ineligible)
+	tn.setCand(3, ineligible)
+	n1 := tn.Nodes[1]
+	// Hold back the heartbeat answers until n1 has turned ineligible.
+	tn.Drop = func(m protocols.Message) bool { return m.Kind == protocols.MsgHeartbeatResp }
+	for n1.state != stateLeader {
+		if tn.Now > protocols.Time(10*time.Second) {
+			t.Fatalf("n1, the one eligible voter, did not win\n%s", tn.Status())
+		}
+		tn.Advance(testTick)
+	}
+	if len(n1.peerCand) != 0 {
+		t.Fatalf("n1 heard candidacies (%v) in the step it won: the test needs it not to have", n1.peerCand)
+	}
+	n1.SetCandidacy(tn.Now, ineligible)
+	if n1.transferTo != protocols.None {
+		t.Fatalf("n1 hands over to n%d, whose candidacy it has not heard", n1.transferTo)
+	}
+	tn.Drop = nil
+	tn.Drain(1)
+	tn.Advance(3 * time.Second)
+	if st := n1.Status(tn.Now); st.Role != protocols.Leader || !st.NoEligibleTarget {
+		t.Errorf("n1: %+v, want leader with NoEligibleTarget\n%s", st, tn.Status())
+	}
+	if n := tn.Sent[protocols.MsgTimeoutNow]; n != 0 {
+		t.Errorf("%d TimeoutNow sent to ineligible voters", n)
+	}
+}

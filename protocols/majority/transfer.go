@@ -32,8 +32,10 @@ func (n *Node) Resign(now protocols.Time) error {
 // that gossip and the failure detector think alive, of the highest
 // priority, then the one that acknowledged the newest heartbeat, then the
 // lowest id. recent also requires it to have answered within an election
-// timeout (a hand-over the leader starts on its own, rather than on an
-// operator's word).
+// timeout, and its candidacy to be known from an answer in this term (a
+// hand-over the leader starts on its own, rather than on an operator's
+// word): a new leader has heard no voter's candidacy, and handing over to
+// an ineligible voter times out and leaves no leader.
 func (n *Node) transferTarget(now protocols.Time, recent bool) protocols.ID {
 	target := protocols.None
 	var best uint64
@@ -44,8 +46,8 @@ func (n *Node) transferTarget(now protocols.Time, recent bool) protocols.ID {
 		if id == n.id || v == "" || n.down[id] || n.suspected[id] {
 			continue
 		}
-		c := n.peerCand[v]
-		if !c.Eligible() {
+		c, known := n.peerCand[v]
+		if !c.Eligible() || (recent && !known) {
 			continue
 		}
 		if t, ok := n.lastHeard[v]; recent && (!ok || t < since) {
