@@ -154,6 +154,7 @@ func wantMember(n *node, cfg Config) Member {
 	return Member{
 		Name: cfg.Name, ID: cfg.ID, Addr: n.LocalAddr(),
 		PeerID: cfg.PeerID, PeerAddr: cfg.PeerAddr, Version: ProtocolVersion, State: StateAlive,
+		Elections: ElectionsBitmap(cfg.Elections),
 	}
 }
 
