@@ -326,6 +326,33 @@ func (m *Membership) serveQueries() {
 	}
 }
 
+// answerSenderWait bounds how long an answer waits for its asker to be
+// alive in this member's gossip view: a member that just joined may hear
+// a query before gossip told it of the asker (a race seen at start).
+const answerSenderWait = 2 * time.Second
+
+// awaitMember returns the member called name from the gossip view,
+// waiting up to answerSenderWait for it to appear; nil if it does not or
+// this member shuts down.
+func (m *Membership) awaitMember(name string) *memberlist.Node {
+	deadline := time.Now().Add(answerSenderWait)
+	for {
+		for _, n := range m.ml.Members() {
+			if n.Name == name {
+				return n
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil
+		}
+		select {
+		case <-m.stopJoin:
+			return nil
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // answer runs the handler on f and sends its answer to the asking member.
 func (m *Membership) answer(f queryFrame) {
 	m.q.handler.Lock()
@@ -336,13 +363,7 @@ func (m *Membership) answer(f queryFrame) {
 		return
 	}
 	body := h(f.from, f.id, f.body)
-	var to *memberlist.Node
-	for _, n := range m.ml.Members() {
-		if n.Name == f.from {
-			to = n
-			break
-		}
-	}
+	to := m.awaitMember(f.from)
 	if to == nil {
 		m.log.Warn("cannot answer a query: its sender is not alive in gossip", zap.String("from", f.from))
 		return

@@ -103,7 +103,7 @@ func TestQueryAnswersFromMembers(t *testing.T) {
 			return append([]byte(n.name+" answers "+from+": "), body...)
 		})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel()
 	got := ns[0].Query(ctx, []string{"n2", "n3", "n4", "n9", "n1"}, []byte("ping"))
 	want := []struct{ body, err string }{
