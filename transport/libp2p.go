@@ -100,6 +100,10 @@ func newLibp2pHost(p hostParts) (h host.Host, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("upgrader: %w", err)
 	}
+	if p.admit != nil && p.admit.pnet != nil {
+		// Agents of v0.1.0 speak pnet (pnetcompat.go).
+		up = compatUpgrader{Upgrader: up, pc: p.admit.pnet}
+	}
 	// Without reuseport: see the comment in New.
 	tr, err := tcp.NewTCPTransport(up, rm, nil, tcp.DisableReuseport())
 	if err != nil {
