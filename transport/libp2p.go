@@ -174,6 +174,11 @@ func (h *leanHost) Connect(ctx context.Context, pi peer.AddrInfo) error {
 	if h.sw.Connectedness(pi.ID) == network.Connected {
 		return nil
 	}
+	if h.admit != nil && h.admit.pnet != nil && h.admit.pnet.recentlyChanged(pi.ID) {
+		// Failed dials made the way the peer no longer wants must not
+		// hold back the first ones made its way (pnetcompat.go).
+		ctx = network.WithForceDirectDial(ctx, "the peer's protocol version changed")
+	}
 	if _, err := h.sw.DialPeer(ctx, pi.ID); err != nil {
 		return fmt.Errorf("failed to dial: %w", err)
 	}

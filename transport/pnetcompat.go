@@ -80,9 +80,9 @@ var errNotConclave = errors.New("neither multistream nor pnet under an installed
 // sniffPnet reads the first bytes a dialer sent, at most sniffLen, and
 // tells how the connection goes on: psk < 0 for a plain connection, else
 // the index in psks of the key a pnet dialer used. prefix is every byte
-// read, to be read again by whatever handles the connection. It reads
-// nothing more than it needs, never panics and allocates only sniffLen
-// bytes, whatever r holds.
+// read, to be read again by whatever handles the connection. Whatever r
+// holds, it reads at most sniffLen bytes, never panics, and allocates a
+// few small buffers per key.
 func sniffPnet(r io.Reader, psks []ipnet.PSK) (prefix []byte, psk int, err error) {
 	buf := make([]byte, sniffLen)
 	if _, err := io.ReadFull(r, buf[:len(msHeader)]); err != nil {
@@ -145,6 +145,8 @@ type pnetCompat struct {
 	mu sync.Mutex
 	// legacy holds the peers to dial under pnet.
 	legacy map[peer.ID]struct{}
+	// changed holds when each peer last moved in or out of legacy.
+	changed map[peer.ID]time.Time
 	// conns holds the live connections under pnet, by their TCP
 	// endpoints, with the admission key (AdmitKey) of the cluster key
 	// each runs under: what admission records as the key the peer proved.
@@ -163,18 +165,50 @@ func keyOf(c network.ConnMultiaddrs) connKey {
 }
 
 func newPnetCompat(keys func() [][]byte, refused func()) *pnetCompat {
-	return &pnetCompat{keys: keys, refused: refused, legacy: map[peer.ID]struct{}{}, conns: map[connKey][]byte{}}
+	return &pnetCompat{keys: keys, refused: refused, legacy: map[peer.ID]struct{}{},
+		changed: map[peer.ID]time.Time{}, conns: map[connKey][]byte{}}
 }
 
-// setLegacy records whether p must be dialled under pnet.
-func (pc *pnetCompat) setLegacy(p peer.ID, legacy bool) {
+// setLegacy records whether p must be dialled under pnet, and reports
+// whether that changed.
+func (pc *pnetCompat) setLegacy(p peer.ID, legacy bool) bool {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
+	_, was := pc.legacy[p]
 	if !legacy {
 		delete(pc.legacy, p)
 	} else if len(pc.legacy) < maxLegacyPeers {
 		pc.legacy[p] = struct{}{}
 	}
+	_, is := pc.legacy[p]
+	if was == is {
+		return false
+	}
+	now := time.Now()
+	for q, at := range pc.changed {
+		if now.Sub(at) > changedWindow {
+			delete(pc.changed, q)
+		}
+	}
+	if len(pc.changed) < maxLegacyPeers {
+		pc.changed[p] = now
+	}
+	return true
+}
+
+// changedWindow is how long after a peer's dial mode changed its dials
+// skip libp2p's dial backoff: a dial made the old way, still running when
+// gossip told the new one, fails after it and would otherwise hold the
+// next dials back for 5 s or more. It spans a few dial timeouts.
+const changedWindow = 30 * time.Second
+
+// recentlyChanged reports whether p's dial mode changed within
+// changedWindow.
+func (pc *pnetCompat) recentlyChanged(p peer.ID) bool {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	at, ok := pc.changed[p]
+	return ok && time.Since(at) <= changedWindow
 }
 
 func (pc *pnetCompat) isLegacy(p peer.ID) bool {
@@ -226,7 +260,8 @@ func (u compatUpgrader) UpgradeListener(t transport.Transport, l manet.Listener)
 	return u.UpgradeGatedMaListener(t, u.GateMaListener(l))
 }
 
-// Upgrade dials a legacy peer under pnet with the primary key.
+// Upgrade upgrades c; a connection dialled to a legacy peer goes under
+// pnet with the primary key first.
 func (u compatUpgrader) Upgrade(ctx context.Context, t transport.Transport, c manet.Conn, dir network.Direction, p peer.ID, scope network.ConnManagementScope) (transport.CapableConn, error) {
 	if dir == network.DirOutbound && u.pc.isLegacy(p) {
 		keys := u.pc.keys()
@@ -392,5 +427,16 @@ func (t *Host) SetPeerVersion(peerID string, version uint16) {
 	if err != nil {
 		return
 	}
-	t.admit.pnet.setLegacy(pid, version == LegacyPnetVersion)
+	if !t.admit.pnet.setLegacy(pid, version == LegacyPnetVersion) {
+		return
+	}
+	// Dials made the other way failed for a reason now gone (an agent
+	// rolled back before gossip said so): the next one goes at once, not
+	// after the sender's backoff, nor libp2p's (leanHost.Connect).
+	t.mu.RLock()
+	ps := t.peers[t.byPeer[pid]]
+	t.mu.RUnlock()
+	if ps != nil {
+		ps.wake()
+	}
 }
