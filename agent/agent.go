@@ -518,10 +518,12 @@ func (a *Agent) loop(ctx context.Context, wake *time.Timer, serveErr <-chan erro
 			}
 			if ev.Kind == membership.EventResync {
 				members := a.cluster.Members()
+				a.notePeerVersions(members...)
 				for _, e := range a.elections {
 					e.core.Resync(a.now(), members)
 				}
 			} else {
+				a.notePeerVersions(ev.Member)
 				for _, e := range a.elections {
 					e.core.ApplyMember(a.now(), ev.Member)
 				}

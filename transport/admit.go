@@ -133,6 +133,11 @@ type admission struct {
 	// problems); it must not block.
 	refused func(p peer.ID, err error)
 
+	// pnet, when set, knows the connections that run under libp2p's
+	// private network with an old agent (pnetcompat.go): they are
+	// admitted by their key, without the handshake.
+	pnet *pnetCompat
+
 	mu    sync.Mutex
 	conns map[network.Conn]*admitState
 }
@@ -143,6 +148,9 @@ type admitState struct {
 	// key is the admission key the peer proved (set before done closes):
 	// when it is removed from the ring, the connection is closed.
 	key []byte
+	// pnet: the connection runs under pnet with key, and had no
+	// handshake; refused (err set), it is closed by whoever sees it.
+	pnet bool
 }
 
 // state returns c's state, creating it when create is set.
@@ -150,12 +158,33 @@ func (a *admission) state(c network.Conn, create bool) (*admitState, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st, ok := a.conns[c]
+	if !ok && a.pnet != nil {
+		if key, under := a.pnet.admitKey(c); under {
+			st = a.pnetState(key)
+			a.conns[c] = st
+			return st, false
+		}
+	}
 	if !ok && create {
 		st = &admitState{done: make(chan struct{})}
 		a.conns[c] = st
 		return st, true
 	}
 	return st, false
+}
+
+// pnetState is the settled state of a connection under pnet with key
+// (an admission key): admitted while key is installed. revalidate closes
+// it once key is removed, as it does an admitted connection.
+func (a *admission) pnetState(key []byte) *admitState {
+	st := &admitState{done: make(chan struct{}), key: key, pnet: true}
+	if !slices.ContainsFunc(a.keys(), func(k []byte) bool { return hmac.Equal(k, key) }) {
+		// Removed after the connection was made, before any stream.
+		st.err = fmt.Errorf("admission: %w (the key of its pnet was removed)", ErrNotAdmitted)
+		admitFailures.Add(1)
+	}
+	close(st.done)
+	return st
 }
 
 func (a *admission) forget(c network.Conn) {
@@ -190,7 +219,11 @@ func wait(ctx context.Context, st *admitState) error {
 func (a *admission) ensure(ctx context.Context, c network.Conn) error {
 	st, created := a.state(c, true)
 	if !created {
-		return wait(ctx, st)
+		err := wait(ctx, st)
+		if err != nil && st.pnet {
+			_ = c.Close()
+		}
+		return err
 	}
 	key, err := a.initiate(ctx, c)
 	if err != nil {
@@ -327,6 +360,10 @@ func (a *admission) check(ctx context.Context, c network.Conn) error {
 	st, _ := a.state(c, false)
 	if st == nil {
 		return fmt.Errorf("admission: %w (no handshake)", ErrNotAdmitted)
+	}
+	if st.pnet && st.err != nil {
+		_ = c.Close()
+		return st.err
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()

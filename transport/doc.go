@@ -1,6 +1,7 @@
 // Package transport carries election messages between agents: a libp2p host
 // (TCP, Noise, and with cluster keys an admission handshake in which each
-// side proves an installed key, admit.go) on which messages travel as
+// side proves an installed key, admit.go, or toward agents of v0.1.0
+// libp2p's private network, pnetcompat.go) on which messages travel as
 // length-prefixed msgpack frames, over one of two stream protocols:
 // /conclave/election/2, whose coalesced frames carry every election's
 // messages to a peer at once (batch.go), and /conclave/election/1, one

@@ -208,6 +208,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 			},
 			timeout: cfg.DialTimeout,
 			refused: t.refusedAdmission,
+			pnet:    newPnetCompat(keys, func() { admitFailures.Add(1) }),
 		}
 	} else {
 		t.log.Warn("no cluster key: election traffic is authenticated by peer id only, not limited to holders of a cluster key")

@@ -100,6 +100,10 @@ func newLibp2pHost(p hostParts) (h host.Host, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("upgrader: %w", err)
 	}
+	if p.admit != nil && p.admit.pnet != nil {
+		// Agents of v0.1.0 speak pnet (pnetcompat.go).
+		up = compatUpgrader{Upgrader: up, pc: p.admit.pnet}
+	}
 	// Without reuseport: see the comment in New.
 	tr, err := tcp.NewTCPTransport(up, rm, nil, tcp.DisableReuseport())
 	if err != nil {
@@ -169,6 +173,11 @@ func (h *leanHost) Connect(ctx context.Context, pi peer.AddrInfo) error {
 	h.ps.AddAddrs(pi.ID, pi.Addrs, peerstore.TempAddrTTL)
 	if h.sw.Connectedness(pi.ID) == network.Connected {
 		return nil
+	}
+	if h.admit != nil && h.admit.pnet != nil && h.admit.pnet.recentlyChanged(pi.ID) {
+		// Failed dials made the way the peer no longer wants must not
+		// hold back the first ones made its way (pnetcompat.go).
+		ctx = network.WithForceDirectDial(ctx, "the peer's protocol version changed")
 	}
 	if _, err := h.sw.DialPeer(ctx, pi.ID); err != nil {
 		return fmt.Errorf("failed to dial: %w", err)

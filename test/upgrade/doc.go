@@ -2,8 +2,9 @@
 // release's agent from the repository's own history (git archive of the
 // release's commit, then go build) beside the tree's agent, and upgrades a
 // cluster of five real agent processes on loopback one agent at a time,
-// for each protocol, killing the leader at every step; then it rolls one
-// agent back to the release. Throughout, every agent's watch stream is
+// for each protocol without a cluster key and for majority with one,
+// killing the leader at every step; then it rolls one agent back to the
+// release. Throughout, every agent's watch stream is
 // recorded and checked: at most one leader per epoch, epochs never go back
 // at any agent (across restarts and binaries), and after every step all
 // agents agree on one leader within a bound.

@@ -28,23 +28,34 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 		t.Logf("%s: %s", b.name, strings.TrimSpace(string(out)))
 	}
-	// The tree makes a cluster key and the release's keygen must still
-	// work, but the rolling cluster runs on loopback without one: the
-	// release admits libp2p peers with a private network keyed by the one
-	// key, the tree with an admission handshake over every installed key,
-	// and the two cannot connect (docs/compatibility.md). Once the newest
-	// release has the handshake, give the cluster the key again.
-	if _, err := exec.Command(tree.path, "keygen").Output(); err != nil {
+	// Both releases make a cluster key; the tree's seeds the keyed run.
+	out, err := exec.Command(tree.path, "keygen").Output()
+	if err != nil {
 		t.Fatalf("agent keygen: %v", err)
 	}
+	key := strings.TrimSpace(string(out))
 	if _, err := exec.Command(old.path, "keygen").Output(); err != nil {
 		t.Fatalf("%s: agent keygen: %v", old.name, err)
 	}
-	key := ""
 
-	for _, protocol := range []string{"majority", "bully", "ring"} {
-		t.Run(protocol, func(t *testing.T) {
-			c := newCluster(t, 5, protocol, old, key)
+	// Each protocol without a cluster key, and majority with one: a keyed
+	// release admits libp2p peers with a private network (pnet) under its
+	// one key, the tree with a handshake over every installed key, and
+	// speaks pnet to agents gossip names as the release's version
+	// (transport/pnetcompat.go). One keyed protocol is enough: the
+	// connection, not the election, is what the key changes.
+	runs := []struct {
+		name, protocol, key string
+	}{
+		{"majority", "majority", ""},
+		{"bully", "bully", ""},
+		{"ring", "ring", ""},
+		{"majority-keyed", "majority", key},
+	}
+	for _, run := range runs {
+		protocol := run.protocol
+		t.Run(run.name, func(t *testing.T) {
+			c := newCluster(t, 5, protocol, old, run.key)
 			r := c.record()
 			for _, nd := range c.nodes {
 				c.start(nd, old)
