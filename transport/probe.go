@@ -104,20 +104,25 @@ func (t *Host) idleAfter(n int) time.Duration {
 
 // reachable decides Reachable from the member's times.
 //
-//   - Heard within the fast window: reachable, as before two speeds.
-//   - A probe failed since it was last heard: unreachable.
+//   - A probe, or a sender's connection, failed since it was last heard:
+//     unreachable, at once. A probe starts after ProbeAfter of silence
+//     and counts as failed only when nothing was heard while it ran, so
+//     this is news of the member, not of a slow answer; waiting out the
+//     fast window on top of it kept a member that restarted under a new
+//     identity "reachable" for up to 2 s after it refused every dial.
+//   - Heard within the fast window: reachable.
 //   - Fast for a whole fast window and still silent: unreachable (it was
 //     probed at the fast speed and never answered).
 //   - Otherwise (idle): reachable while heard within the slow window; a
 //     member that just turned fast keeps this until its first fast probe
 //     decides, so reachability does not flap when traffic starts.
 func (t *Host) reachable(p probeTimes, idleAfter time.Duration) bool {
+	if p.failed {
+		return false
+	}
 	silent := time.Duration(p.now - p.heard)
 	if silent <= t.window(t.cfg.ProbeAfter) {
 		return true
-	}
-	if p.failed {
-		return false
 	}
 	if p.active(t.cfg.IdleProbeAfter) && time.Duration(p.now-p.fastSince) > t.window(t.cfg.ProbeAfter) {
 		return false

@@ -56,7 +56,9 @@ func TestReachableAtTwoSpeeds(t *testing.T) {
 		p    probeTimes
 		want bool
 	}{
-		{"heard within the fast window", probeTimes{now: now, heard: now - 2*s, failed: true}, true},
+		{"heard within the fast window", probeTimes{now: now, heard: now - 2*s}, true},
+		// A failure since it was heard is news, whatever the window.
+		{"heard within the fast window, its probe failed since", probeTimes{now: now, heard: now - s, failed: true}, false},
 		{"idle, heard within the slow window", probeTimes{now: now, heard: now - 10*s}, true},
 		{"idle, heard before the slow window", probeTimes{now: now, heard: now - 12*s}, false},
 		{"idle, its probe failed", probeTimes{now: now, heard: now - 3*s, failed: true}, false},
