@@ -42,15 +42,28 @@ const probeStreamIdle = 30 * time.Minute
 const (
 	// DefaultProbeAfter: a member silent this long is probed, and probed
 	// again at most this often. Election traffic (a leader's heartbeats
-	// every 50 ms, the answers) keeps most pairs from ever needing one;
-	// followers of a majority leader probe each other.
-	DefaultProbeAfter = 500 * time.Millisecond
-	// DefaultProbeTimeout bounds one probe. A probe that times out on an
-	// open connection means the connection is half-open (the host
+	// every 50 ms, a majority follower's answers) keeps most pairs from
+	// ever needing one; a bully or ring leader, whose followers do not
+	// answer, probes each of them at this period, and followers of a
+	// majority leader probe each other at the slow speed. With the
+	// prober's tick (a third of this) and DefaultProbeTimeout, a member
+	// whose link silently drops is unreachable 0.8–0.9 s after it was
+	// last heard (it was 1.5–2 s with 500 ms and 1 s; docs/multihost.md,
+	// "Half-open links", has both, and what the bully leader's extra
+	// probes cost).
+	DefaultProbeAfter = 300 * time.Millisecond
+	// DefaultProbeTimeout bounds a probe's echo over an open connection:
+	// one round trip, well under a millisecond on a LAN. A probe that
+	// times out there means the connection is half-open (the host
 	// vanished without a FIN or an RST): the connection is closed so the
 	// sender dials afresh instead of writing into the void until TCP's
-	// retransmission timeout, minutes later.
-	DefaultProbeTimeout = time.Second
+	// retransmission timeout, minutes later. A probe that has to dial
+	// first gets the dial timeout instead (probe): a dial and its
+	// handshakes take several round trips.
+	DefaultProbeTimeout = 500 * time.Millisecond
+	// probeTicks is how many times per ProbeAfter the prober looks for
+	// members due: a probe starts at most ProbeAfter/probeTicks late.
+	probeTicks = 3
 	// DefaultIdleProbeAfter: the slow speed, for members this node sends
 	// nothing to (followers of one leader, observers). Each probe opens a
 	// stream and wakes both processes; at the fast speed an idle agent
@@ -186,13 +199,14 @@ func (t *Host) Reachable(id protocols.ID) bool {
 	return t.reachable(ps.times(time.Now().UnixNano()), time.Duration(t.idleAfterNow.Load()))
 }
 
-// runProber probes silent members: every ProbeAfter it starts a probe
-// toward each fast member silent for ProbeAfter, and toward a share of the
+// runProber probes silent members: every ProbeAfter/probeTicks it starts a
+// probe toward each fast member silent for ProbeAfter, and toward a share of the
 // idle ones silent for the slow speed, so their probes spread out instead
 // of all starting on one tick.
 func (t *Host) runProber() {
 	defer t.wg.Done()
-	tick := time.NewTicker(t.cfg.ProbeAfter)
+	every := max(t.cfg.ProbeAfter/probeTicks, time.Millisecond)
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		select {
@@ -216,7 +230,7 @@ func (t *Host) runProber() {
 		t.idleAfterNow.Store(int64(idleAfter))
 		// Idle members due on this tick, at most: their fair share of
 		// one slow period, rounded up.
-		budget := max(1, (idle*int(t.cfg.ProbeAfter)+int(idleAfter)-1)/int(idleAfter))
+		budget := max(1, (idle*int(every)+int(idleAfter)-1)/int(idleAfter))
 		for _, ps := range t.peers {
 			p := ps.times(now)
 			after := t.probeAfter(p, idleAfter)
@@ -249,7 +263,14 @@ func (t *Host) probe(ps *peerState) {
 	}()
 	connected := t.h.Network().Connectedness(ps.pid) == network.Connected
 	heardBefore := ps.heard.Load()
-	ctx, cancel := context.WithTimeout(t.ctx, t.cfg.ProbeTimeout)
+	timeout := t.cfg.ProbeTimeout
+	if !connected {
+		// A dial, Noise, the admission handshake and protocol selection
+		// take several round trips: cut short at the echo's bound, a
+		// probe over a long link would never connect an idle member.
+		timeout = max(timeout, t.cfg.DialTimeout)
+	}
+	ctx, cancel := context.WithTimeout(t.ctx, timeout)
 	defer cancel()
 	err := t.echo(ctx, ps)
 	if err == nil {
@@ -275,7 +296,7 @@ func (t *Host) probe(ps *peerState) {
 	// connections on top of its time slices.
 	if connected && errors.Is(err, context.DeadlineExceeded) && ps.heard.Load() == heardBefore {
 		t.log.Info("peer did not answer a probe over an open connection; closing it as half-open",
-			zap.Uint64("member", uint64(ps.id)), zap.Stringer("peer", ps.pid), zap.Duration("timeout", t.cfg.ProbeTimeout))
+			zap.Uint64("member", uint64(ps.id)), zap.Stringer("peer", ps.pid), zap.Duration("timeout", timeout))
 		_ = t.h.Network().ClosePeer(ps.pid)
 		return
 	}
