@@ -94,8 +94,11 @@ type peerState struct {
 	// failed is set when a probe failed and cleared when the member is
 	// heard again.
 	failed atomic.Bool
-	// answered is set by the first probe that succeeds (probeTimes).
-	answered atomic.Bool
+	// answered is set by the first probe that succeeds, spoke whenever
+	// the member is heard (probeTimes).
+	answered, spoke atomic.Bool
+	// lastProbe is when the prober last started a probe of it (UnixNano).
+	lastProbe atomic.Int64
 	// probeStream is the member's long-lived probe stream, kept between
 	// probes (probe.go: takeProbeStream, keepProbeStream).
 	probeMu     sync.Mutex

@@ -93,6 +93,14 @@ type probeTimes struct {
 	// election's first vote request to a member nobody talked to would
 	// otherwise wait for a dial and a Noise handshake.
 	answered bool
+	// spoke: the member was heard (a message, a probe of ours answered,
+	// a probe of its own) since it was admitted; admission alone counts
+	// as heard without this (reachable spares such a member a failure
+	// for ProbeAfter).
+	spoke bool
+	// lastProbe is when the last probe of it started (UnixNano, 0 for
+	// never).
+	lastProbe int64
 }
 
 // active: sent something within window.
@@ -117,12 +125,16 @@ func (t *Host) idleAfter(n int) time.Duration {
 
 // reachable decides Reachable from the member's times.
 //
-//   - A probe, or a sender's connection, failed since it was last heard:
-//     unreachable, at once. A probe starts after ProbeAfter of silence
-//     and counts as failed only when nothing was heard while it ran, so
-//     this is news of the member, not of a slow answer; waiting out the
-//     fast window on top of it kept a member that restarted under a new
-//     identity "reachable" for up to 2 s after it refused every dial.
+//   - A probe, or a sender's connection, failed since the member was
+//     last heard: unreachable, at once. A probe starts after ProbeAfter
+//     of silence and counts as failed only when nothing was heard while
+//     it ran, so this is news of the member, not of a slow answer;
+//     waiting out the fast window on top of it kept a member killed and
+//     restarted under a new identity "reachable" for up to 2 s after it
+//     refused every dial. A member admitted less than ProbeAfter ago
+//     that has not spoken yet is spared: at a cold start two members
+//     learn each other a moment apart, and the first to know is refused
+//     until the other does.
 //   - Heard within the fast window: reachable.
 //   - Fast for a whole fast window and still silent: unreachable (it was
 //     probed at the fast speed and never answered).
@@ -130,10 +142,10 @@ func (t *Host) idleAfter(n int) time.Duration {
 //     member that just turned fast keeps this until its first fast probe
 //     decides, so reachability does not flap when traffic starts.
 func (t *Host) reachable(p probeTimes, idleAfter time.Duration) bool {
-	if p.failed {
+	silent := time.Duration(p.now - p.heard)
+	if p.failed && (p.spoke || silent > t.cfg.ProbeAfter) {
 		return false
 	}
-	silent := time.Duration(p.now - p.heard)
 	if silent <= t.window(t.cfg.ProbeAfter) {
 		return true
 	}
@@ -152,7 +164,8 @@ func (t *Host) window(after time.Duration) time.Duration {
 
 func (ps *peerState) times(now int64) probeTimes {
 	return probeTimes{now: now, heard: ps.heard.Load(), sent: ps.sent.Load(),
-		fastSince: ps.fastSince.Load(), failed: ps.failed.Load(), answered: ps.answered.Load()}
+		fastSince: ps.fastSince.Load(), failed: ps.failed.Load(), answered: ps.answered.Load(),
+		spoke: ps.spoke.Load(), lastProbe: ps.lastProbe.Load()}
 }
 
 // sending records that a message is queued for ps: the member turns fast
@@ -172,6 +185,7 @@ func (t *Host) heard(ps *peerState) {
 	now := time.Now().UnixNano()
 	prev := ps.heard.Swap(now)
 	ps.failed.Store(false)
+	ps.spoke.Store(true)
 	if time.Duration(now-prev) >= t.cfg.ProbeAfter {
 		ps.wake()
 	}
@@ -234,7 +248,10 @@ func (t *Host) runProber() {
 		for _, ps := range t.peers {
 			p := ps.times(now)
 			after := t.probeAfter(p, idleAfter)
-			if !ps.probed || ps.probing || time.Duration(now-p.heard) < after {
+			// Silent for `after`, and not probed within it either: a
+			// member that stays silent (dead, unplugged) is probed once
+			// per `after`, not on every tick.
+			if !ps.probed || ps.probing || time.Duration(now-max(p.heard, p.lastProbe)) < after {
 				continue
 			}
 			if after != t.cfg.ProbeAfter {
@@ -244,6 +261,7 @@ func (t *Host) runProber() {
 				budget--
 			}
 			ps.probing = true
+			ps.lastProbe.Store(now)
 			ps.probes.Add(1)
 			t.wg.Add(1)
 			go t.probe(ps)

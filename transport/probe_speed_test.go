@@ -58,7 +58,11 @@ func TestReachableAtTwoSpeeds(t *testing.T) {
 	}{
 		{"heard within the fast window", probeTimes{now: now, heard: now - 2*s}, true},
 		// A failure since it was heard is news, whatever the window.
-		{"heard within the fast window, its probe failed since", probeTimes{now: now, heard: now - s, failed: true}, false},
+		{"heard within the fast window, its probe failed since", probeTimes{now: now, heard: now - s, failed: true, spoke: true}, false},
+		// Admission counts as heard: a member refused at a cold start,
+		// before it learned of this node, is spared for ProbeAfter.
+		{"admitted 0.1 s ago, never spoke, a dial failed", probeTimes{now: now, heard: now - s/10, failed: true}, true},
+		{"admitted 1 s ago, never spoke, a dial failed", probeTimes{now: now, heard: now - s, failed: true}, false},
 		{"idle, heard within the slow window", probeTimes{now: now, heard: now - 10*s}, true},
 		{"idle, heard before the slow window", probeTimes{now: now, heard: now - 12*s}, false},
 		{"idle, its probe failed", probeTimes{now: now, heard: now - 3*s, failed: true}, false},

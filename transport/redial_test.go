@@ -78,10 +78,10 @@ func TestMemberConnRate(t *testing.T) {
 	}
 }
 
-// TestFailedSendIsUnreachableAtOnce: a member that refuses the sender's
-// connection is unreachable from that failure on, not once a probe fails
-// too (here never: probes are an hour apart) or the window since it was
-// last heard runs out.
+// TestFailedSendIsUnreachableAtOnce: a member that spoke and then refuses
+// the sender's connection is unreachable from that failure on, not once
+// a probe fails too (here never: probes are an hour apart) or the window
+// since it was last heard runs out.
 func TestFailedSendIsUnreachableAtOnce(t *testing.T) {
 	a := newTestHost(t, 1, nil, func(c *Config) {
 		c.ProbeAfter = time.Hour
@@ -89,6 +89,13 @@ func TestFailedSendIsUnreachableAtOnce(t *testing.T) {
 	})
 	b := newTestHost(t, 2, nil)
 	admit(t, a, b)
+	admit(t, b, a)
+	b.Send(1, protocols.Message{Kind: protocols.MsgHeartbeatResp, From: 2, To: 1})
+	select {
+	case <-a.Inbound():
+	case <-time.After(waitLimit):
+		t.Fatal("a never heard b")
+	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -99,5 +106,26 @@ func TestFailedSendIsUnreachableAtOnce(t *testing.T) {
 	waitUntil(t, "a's sender to fail toward b", func() bool { return a.Stats().Dropped[DropSendFailed] > 0 })
 	if a.Reachable(2) {
 		t.Error("a's send to b failed, but a still counts b reachable")
+	}
+}
+
+// TestSilentMemberProbedOncePerPeriod: a member that stays silent (here
+// gone) is probed once per ProbeAfter, not on every tick of the prober,
+// which looks several times per period so that a probe starts on time.
+func TestSilentMemberProbedOncePerPeriod(t *testing.T) {
+	const after = 30 * time.Millisecond
+	a := newTestHost(t, 1, nil, func(c *Config) { c.ProbeAfter = after })
+	b := newTestHost(t, 2, nil)
+	admit(t, a, b)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ps := a.peerOf(2)
+	start, first := time.Now(), ps.probes.Load()
+	waitUntil(t, "a to probe the gone b ten times", func() bool { return ps.probes.Load()-first >= 10 })
+	n, elapsed := ps.probes.Load()-first, time.Since(start)
+	// One probe may start at the very beginning, one per period after it.
+	if most := uint64(elapsed/after) + 2; n > most {
+		t.Errorf("%d probes of a silent member in %v: more than one per %v (at most %d)", n, elapsed, after, most)
 	}
 }
