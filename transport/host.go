@@ -97,8 +97,10 @@ type peerState struct {
 	// answered is set by the first probe that succeeds, spoke whenever
 	// the member is heard (probeTimes).
 	answered, spoke atomic.Bool
-	// lastProbe is when the prober last started a probe of it (UnixNano).
+	// lastProbe is when the prober last started a probe of it (UnixNano),
+	// fails how many probes failed since it was last heard.
 	lastProbe atomic.Int64
+	fails     atomic.Int32
 	// probeStream is the member's long-lived probe stream, kept between
 	// probes (probe.go: takeProbeStream, keepProbeStream).
 	probeMu     sync.Mutex

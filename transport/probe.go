@@ -99,8 +99,9 @@ type probeTimes struct {
 	// for ProbeAfter).
 	spoke bool
 	// lastProbe is when the last probe of it started (UnixNano, 0 for
-	// never).
+	// never); fails counts its probes that failed since it was last heard.
 	lastProbe int64
+	fails     int32
 }
 
 // active: sent something within window.
@@ -114,6 +115,19 @@ func (t *Host) probeAfter(p probeTimes, idleAfter time.Duration) time.Duration {
 		return t.cfg.ProbeAfter
 	}
 	return idleAfter
+}
+
+// retryAfter is how long after its last probe a member whose probes keep
+// failing is probed again: ProbeAfter, doubling with each failure up to
+// IdleProbeAfter. A dead member is kept (it may be only partitioned away)
+// until gossip forgets it, up to a day; probed every ProbeAfter it cost a
+// dial every 300 ms. A member that comes back dials this node itself
+// (its own prober and sender), which counts as heard and resets this.
+func (t *Host) retryAfter(p probeTimes, after time.Duration) time.Duration {
+	if !p.failed || p.fails <= 1 {
+		return after
+	}
+	return min(after<<min(p.fails-1, 16), max(after, t.cfg.IdleProbeAfter))
 }
 
 // idleAfter is the slow speed with n idle members: IdleProbeAfter, or
@@ -165,7 +179,7 @@ func (t *Host) window(after time.Duration) time.Duration {
 func (ps *peerState) times(now int64) probeTimes {
 	return probeTimes{now: now, heard: ps.heard.Load(), sent: ps.sent.Load(),
 		fastSince: ps.fastSince.Load(), failed: ps.failed.Load(), answered: ps.answered.Load(),
-		spoke: ps.spoke.Load(), lastProbe: ps.lastProbe.Load()}
+		spoke: ps.spoke.Load(), lastProbe: ps.lastProbe.Load(), fails: ps.fails.Load()}
 }
 
 // sending records that a message is queued for ps: the member turns fast
@@ -185,6 +199,7 @@ func (t *Host) heard(ps *peerState) {
 	now := time.Now().UnixNano()
 	prev := ps.heard.Swap(now)
 	ps.failed.Store(false)
+	ps.fails.Store(0)
 	ps.spoke.Store(true)
 	if time.Duration(now-prev) >= t.cfg.ProbeAfter {
 		ps.wake()
@@ -251,7 +266,8 @@ func (t *Host) runProber() {
 			// Silent for `after`, and not probed within it either: a
 			// member that stays silent (dead, unplugged) is probed once
 			// per `after`, not on every tick.
-			if !ps.probed || ps.probing || time.Duration(now-max(p.heard, p.lastProbe)) < after {
+			if !ps.probed || ps.probing || time.Duration(now-p.heard) < after ||
+				time.Duration(now-p.lastProbe) < t.retryAfter(p, after) {
 				continue
 			}
 			if after != t.cfg.ProbeAfter {
@@ -306,8 +322,9 @@ func (t *Host) probe(ps *peerState) {
 	}
 	if ps.heard.Load() == heardBefore {
 		// Suspect until heard again: unreachable at once, whatever its
-		// speed, and probed at the fast speed.
+		// speed, and probed at the fast speed (retryAfter).
 		ps.failed.Store(true)
+		ps.fails.Add(1)
 	}
 	// Anything heard meanwhile (a message on that very connection) shows
 	// it is not half-open, only slow: a starved host must not lose its

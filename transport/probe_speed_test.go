@@ -199,3 +199,25 @@ func TestUnprobedMemberCostsNothing(t *testing.T) {
 	a.SetProbed(2, true)
 	waitUntil(t, "a to probe b once it may", func() bool { return a.peerOf(2).probes.Load() >= 1 })
 }
+
+func TestRetryAfterBacksOff(t *testing.T) {
+	h := speedHost() // ProbeAfter 500 ms, IdleProbeAfter 5 s
+	const ms = time.Millisecond
+	for _, c := range []struct {
+		p    probeTimes
+		want time.Duration
+	}{
+		{probeTimes{}, 500 * ms},
+		{probeTimes{failed: true, fails: 1}, 500 * ms},
+		{probeTimes{failed: true, fails: 2}, 1000 * ms},
+		{probeTimes{failed: true, fails: 4}, 4000 * ms},
+		{probeTimes{failed: true, fails: 5}, 5000 * ms},
+		{probeTimes{failed: true, fails: 40}, 5000 * ms},
+		// Heard again: failed is cleared, and so is the count.
+		{probeTimes{fails: 0}, 500 * ms},
+	} {
+		if got := h.retryAfter(c.p, h.cfg.ProbeAfter); got != c.want {
+			t.Errorf("retryAfter(%+v) = %v, want %v", c.p, got, c.want)
+		}
+	}
+}

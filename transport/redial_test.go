@@ -110,11 +110,15 @@ func TestFailedSendIsUnreachableAtOnce(t *testing.T) {
 }
 
 // TestSilentMemberProbedOncePerPeriod: a member that stays silent (here
-// gone) is probed once per ProbeAfter, not on every tick of the prober,
-// which looks several times per period so that a probe starts on time.
+// gone) is probed at most once per ProbeAfter, not on every tick of the
+// prober, which looks several times per period so that a probe starts on
+// time; and less often as its probes keep failing.
 func TestSilentMemberProbedOncePerPeriod(t *testing.T) {
 	const after = 30 * time.Millisecond
-	a := newTestHost(t, 1, nil, func(c *Config) { c.ProbeAfter = after })
+	a := newTestHost(t, 1, nil, func(c *Config) {
+		c.ProbeAfter = after
+		c.IdleProbeAfter = 4 * after // the longest pause between retries
+	})
 	b := newTestHost(t, 2, nil)
 	admit(t, a, b)
 	if err := b.Close(); err != nil {
