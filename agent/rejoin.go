@@ -18,12 +18,24 @@ type rejoiner interface {
 	SnapshotAddrs() []string
 }
 
-// rejoinGlue carries out core.Rejoin's plans: the loop asks it at most
-// once per planned wake, joins through the addresses it names, and puts
-// its problem line in the status.
+// rejoinRecheck is how often at most the loop asks core.Rejoin before the
+// plan's own wake. A plan's Next is a latest: news — a member the
+// transport stopped reaching, such as one restarted under a new identity
+// that knows nobody — starts a round at once only if the plan hears of
+// it, and waiting for the planned wake (0.5 s while all is well, up to
+// 30 s while cut off) delayed a wiped member's rejoin by that much.
+// Asking costs a walk over the member list.
+const rejoinRecheck = 100 * time.Millisecond
+
+// rejoinGlue carries out core.Rejoin's plans: the loop asks it at its
+// planned wake or rejoinRecheck after it last asked, whichever is first,
+// joins through the addresses it names, and puts its problem line in the
+// status.
 type rejoinGlue struct {
 	plan *core.Rejoin
 	due  time.Time
+	// asked is when the plan was last asked.
+	asked time.Time
 	// problem is the cut-off line, read by status requests off the loop.
 	problem atomic.Pointer[string]
 	// last is the status last published, republished with the line when
@@ -32,9 +44,9 @@ type rejoinGlue struct {
 	hasLast bool
 }
 
-// checkRejoin runs on the loop after every input: when a plan is due it
-// asks core.Rejoin, starts the joins it names, and republishes the status
-// if the cut-off line changed.
+// checkRejoin runs on the loop after every input: when a plan is due, or
+// rejoinRecheck has passed since the last, it asks core.Rejoin, starts the
+// joins it names, and republishes the status if the cut-off line changed.
 func (a *Agent) checkRejoin() {
 	rj, ok := a.cluster.(rejoiner)
 	if !ok {
@@ -42,9 +54,10 @@ func (a *Agent) checkRejoin() {
 	}
 	now := time.Now()
 	g := &a.rejoin
-	if now.Before(g.due) {
+	if now.Before(g.due) && now.Sub(g.asked) < rejoinRecheck {
 		return
 	}
+	g.asked = now
 	if g.plan == nil {
 		g.plan = core.NewRejoin(core.RejoinConfig{}, rand.New(rand.NewPCG(uint64(now.UnixNano()), uint64(a.self.ID))))
 	}

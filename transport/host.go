@@ -94,8 +94,13 @@ type peerState struct {
 	// failed is set when a probe failed and cleared when the member is
 	// heard again.
 	failed atomic.Bool
-	// answered is set by the first probe that succeeds (probeTimes).
-	answered atomic.Bool
+	// answered is set by the first probe that succeeds, spoke whenever
+	// the member is heard (probeTimes).
+	answered, spoke atomic.Bool
+	// lastProbe is when the prober last started a probe of it (UnixNano),
+	// fails how many probes failed since it was last heard.
+	lastProbe atomic.Int64
+	fails     atomic.Int32
 	// probeStream is the member's long-lived probe stream, kept between
 	// probes (probe.go: takeProbeStream, keepProbeStream).
 	probeMu     sync.Mutex
@@ -600,8 +605,17 @@ func (t *Host) runSender(ps *peerState) {
 		var err error
 		lost := len(pending)
 		if s == nil {
+			heardBefore := ps.heard.Load()
 			if s, err = t.openStream(ps); err == nil {
 				v2 = s.Protocol() == protocol.ID(BatchProtocolID)
+			} else if ps.heard.Load() == heardBefore {
+				// The member refused or did not answer a connection and
+				// said nothing meanwhile: as good as a failed probe, and
+				// known at the first message rather than at the next
+				// probe (up to ProbeAfter later). A leader's heartbeats
+				// find a member that restarted under a new identity
+				// within 50 ms, so the rejoin starts that much sooner.
+				ps.failed.Store(true)
 			}
 		}
 		if err == nil {

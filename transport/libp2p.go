@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	tptu "github.com/libp2p/go-libp2p/p2p/net/upgrader"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	"github.com/libp2p/go-libp2p/x/rate"
 	ma "github.com/multiformats/go-multiaddr"
 	msmux "github.com/multiformats/go-multistream"
 )
@@ -79,7 +81,8 @@ func newLibp2pHost(p hostParts) (h host.Host, err error) {
 		return nil, fmt.Errorf("peerstore: %w", err)
 	}
 	limits := rcmgr.DefaultLimits
-	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(limits.AutoScale()))
+	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(limits.AutoScale()),
+		rcmgr.WithConnRateLimiters(memberConnRate()))
 	if err != nil {
 		return nil, fmt.Errorf("resource manager: %w", err)
 	}
@@ -123,6 +126,35 @@ func newLibp2pHost(p hostParts) (h host.Host, err error) {
 		sw.Notify(&network.NotifyBundle{DisconnectedF: func(_ network.Network, c network.Conn) { a.forget(c) }})
 	}
 	return lh, nil
+}
+
+// memberConnRate is the resource manager's limit on new connections per
+// remote address, inbound and outbound alike. libp2p's default (a burst
+// of 16, then one every 5 s per IPv4 address; none on loopback) is meant
+// for public nodes; a cluster on a LAN spent the burst within a few
+// restarts of one member — every dial its gater refused counts — and then
+// each reconnection to that host waited up to 5 s ("rate limit
+// exceeded", and the swarm's dial backoff after it). A member dials a
+// peer at most every MinBackoff (100 ms) from its sender and every probe
+// period from its prober, so allow 20 a second per address after a
+// burst of 200: well above what agents sharing one address do while
+// they reconnect, still a bound on a flood of handshakes from one
+// address. Loopback stays unlimited, as in libp2p.
+func memberConnRate() *rate.Limiter {
+	per := func(prefix int) rate.SubnetLimit {
+		return rate.SubnetLimit{PrefixLength: prefix, Limit: rate.Limit{RPS: 20, Burst: 200}}
+	}
+	return &rate.Limiter{
+		NetworkPrefixLimits: []rate.PrefixLimit{
+			{Prefix: netip.MustParsePrefix("127.0.0.0/8")},
+			{Prefix: netip.MustParsePrefix("::1/128")},
+		},
+		SubnetRateLimiter: rate.SubnetLimiter{
+			IPv4SubnetLimits: []rate.SubnetLimit{per(32)},
+			IPv6SubnetLimits: []rate.SubnetLimit{per(64)},
+			GracePeriod:      time.Minute,
+		},
+	}
 }
 
 // negotiationTimeout bounds protocol negotiation on a new stream, as
@@ -169,11 +201,23 @@ func (h *leanHost) Addrs() []ma.Multiaddr {
 	return addrs
 }
 
+// Connect dials pi unless a connection is open. It ignores the swarm's
+// dial backoff (5 s after a failed dial, growing by the square of the
+// failures to 5 min): the callers pace their own dials — a sender's
+// backoff from MinBackoff to MaxBackoff, the prober's period — and a
+// member is worth dialing again the moment they decide so. Under the
+// swarm's backoff, a member that restarted with a new identity and
+// refused the first dial (it did not know this node yet) stayed
+// undialable for 5 s after it learned this node, and two hosts plugged
+// back after an outage could wait minutes for each other's backoff.
 func (h *leanHost) Connect(ctx context.Context, pi peer.AddrInfo) error {
 	h.ps.AddAddrs(pi.ID, pi.Addrs, peerstore.TempAddrTTL)
 	if h.sw.Connectedness(pi.ID) == network.Connected {
 		return nil
 	}
+	// Our sender and prober pace their own dials: libp2p's backoff after
+	// a failed dial only held back a peer that restarted (rejoin).
+	h.sw.Backoff().Clear(pi.ID)
 	if h.admit != nil && h.admit.pnet != nil && h.admit.pnet.recentlyChanged(pi.ID) {
 		// Failed dials made the way the peer no longer wants must not
 		// hold back the first ones made its way (pnetcompat.go).

@@ -42,15 +42,28 @@ const probeStreamIdle = 30 * time.Minute
 const (
 	// DefaultProbeAfter: a member silent this long is probed, and probed
 	// again at most this often. Election traffic (a leader's heartbeats
-	// every 50 ms, the answers) keeps most pairs from ever needing one;
-	// followers of a majority leader probe each other.
-	DefaultProbeAfter = 500 * time.Millisecond
-	// DefaultProbeTimeout bounds one probe. A probe that times out on an
-	// open connection means the connection is half-open (the host
+	// every 50 ms, a majority follower's answers) keeps most pairs from
+	// ever needing one; a bully or ring leader, whose followers do not
+	// answer, probes each of them at this period, and followers of a
+	// majority leader probe each other at the slow speed. With the
+	// prober's tick (a third of this) and DefaultProbeTimeout, a member
+	// whose link silently drops is unreachable 0.8–0.9 s after it was
+	// last heard (it was 1.5–2 s with 500 ms and 1 s; docs/multihost.md,
+	// "Half-open links", has both, and what the bully leader's extra
+	// probes cost).
+	DefaultProbeAfter = 300 * time.Millisecond
+	// DefaultProbeTimeout bounds a probe's echo over an open connection:
+	// one round trip, well under a millisecond on a LAN. A probe that
+	// times out there means the connection is half-open (the host
 	// vanished without a FIN or an RST): the connection is closed so the
 	// sender dials afresh instead of writing into the void until TCP's
-	// retransmission timeout, minutes later.
-	DefaultProbeTimeout = time.Second
+	// retransmission timeout, minutes later. A probe that has to dial
+	// first gets the dial timeout instead (probe): a dial and its
+	// handshakes take several round trips.
+	DefaultProbeTimeout = 500 * time.Millisecond
+	// probeTicks is how many times per ProbeAfter the prober looks for
+	// members due: a probe starts at most ProbeAfter/probeTicks late.
+	probeTicks = 3
 	// DefaultIdleProbeAfter: the slow speed, for members this node sends
 	// nothing to (followers of one leader, observers). Each probe opens a
 	// stream and wakes both processes; at the fast speed an idle agent
@@ -80,6 +93,15 @@ type probeTimes struct {
 	// election's first vote request to a member nobody talked to would
 	// otherwise wait for a dial and a Noise handshake.
 	answered bool
+	// spoke: the member was heard (a message, a probe of ours answered,
+	// a probe of its own) since it was admitted; admission alone counts
+	// as heard without this (reachable spares such a member a failure
+	// for ProbeAfter).
+	spoke bool
+	// lastProbe is when the last probe of it started (UnixNano, 0 for
+	// never); fails counts its probes that failed since it was last heard.
+	lastProbe int64
+	fails     int32
 }
 
 // active: sent something within window.
@@ -95,6 +117,19 @@ func (t *Host) probeAfter(p probeTimes, idleAfter time.Duration) time.Duration {
 	return idleAfter
 }
 
+// retryAfter is how long after its last probe a member whose probes keep
+// failing is probed again: ProbeAfter, doubling with each failure up to
+// IdleProbeAfter. A dead member is kept (it may be only partitioned away)
+// until gossip forgets it, up to a day; probed every ProbeAfter it cost a
+// dial every 300 ms. A member that comes back dials this node itself
+// (its own prober and sender), which counts as heard and resets this.
+func (t *Host) retryAfter(p probeTimes, after time.Duration) time.Duration {
+	if !p.failed || p.fails <= 1 {
+		return after
+	}
+	return min(after<<min(p.fails-1, 16), max(after, t.cfg.IdleProbeAfter))
+}
+
 // idleAfter is the slow speed with n idle members: IdleProbeAfter, or
 // n·IdleProbeSpacing when that is longer, so the probe rate toward idle
 // members stays bounded however large the fleet.
@@ -104,8 +139,17 @@ func (t *Host) idleAfter(n int) time.Duration {
 
 // reachable decides Reachable from the member's times.
 //
-//   - Heard within the fast window: reachable, as before two speeds.
-//   - A probe failed since it was last heard: unreachable.
+//   - A probe, or a sender's connection, failed since the member was
+//     last heard: unreachable, at once. A probe starts after ProbeAfter
+//     of silence and counts as failed only when nothing was heard while
+//     it ran, so this is news of the member, not of a slow answer;
+//     waiting out the fast window on top of it kept a member killed and
+//     restarted under a new identity "reachable" for up to 2 s after it
+//     refused every dial. A member admitted less than ProbeAfter ago
+//     that has not spoken yet is spared: at a cold start two members
+//     learn each other a moment apart, and the first to know is refused
+//     until the other does.
+//   - Heard within the fast window: reachable.
 //   - Fast for a whole fast window and still silent: unreachable (it was
 //     probed at the fast speed and never answered).
 //   - Otherwise (idle): reachable while heard within the slow window; a
@@ -113,11 +157,11 @@ func (t *Host) idleAfter(n int) time.Duration {
 //     decides, so reachability does not flap when traffic starts.
 func (t *Host) reachable(p probeTimes, idleAfter time.Duration) bool {
 	silent := time.Duration(p.now - p.heard)
+	if p.failed && (p.spoke || silent > t.cfg.ProbeAfter) {
+		return false
+	}
 	if silent <= t.window(t.cfg.ProbeAfter) {
 		return true
-	}
-	if p.failed {
-		return false
 	}
 	if p.active(t.cfg.IdleProbeAfter) && time.Duration(p.now-p.fastSince) > t.window(t.cfg.ProbeAfter) {
 		return false
@@ -134,7 +178,8 @@ func (t *Host) window(after time.Duration) time.Duration {
 
 func (ps *peerState) times(now int64) probeTimes {
 	return probeTimes{now: now, heard: ps.heard.Load(), sent: ps.sent.Load(),
-		fastSince: ps.fastSince.Load(), failed: ps.failed.Load(), answered: ps.answered.Load()}
+		fastSince: ps.fastSince.Load(), failed: ps.failed.Load(), answered: ps.answered.Load(),
+		spoke: ps.spoke.Load(), lastProbe: ps.lastProbe.Load(), fails: ps.fails.Load()}
 }
 
 // sending records that a message is queued for ps: the member turns fast
@@ -154,6 +199,8 @@ func (t *Host) heard(ps *peerState) {
 	now := time.Now().UnixNano()
 	prev := ps.heard.Swap(now)
 	ps.failed.Store(false)
+	ps.fails.Store(0)
+	ps.spoke.Store(true)
 	if time.Duration(now-prev) >= t.cfg.ProbeAfter {
 		ps.wake()
 	}
@@ -181,13 +228,14 @@ func (t *Host) Reachable(id protocols.ID) bool {
 	return t.reachable(ps.times(time.Now().UnixNano()), time.Duration(t.idleAfterNow.Load()))
 }
 
-// runProber probes silent members: every ProbeAfter it starts a probe
-// toward each fast member silent for ProbeAfter, and toward a share of the
+// runProber probes silent members: every ProbeAfter/probeTicks it starts a
+// probe toward each fast member silent for ProbeAfter, and toward a share of the
 // idle ones silent for the slow speed, so their probes spread out instead
 // of all starting on one tick.
 func (t *Host) runProber() {
 	defer t.wg.Done()
-	tick := time.NewTicker(t.cfg.ProbeAfter)
+	every := max(t.cfg.ProbeAfter/probeTicks, time.Millisecond)
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		select {
@@ -211,11 +259,15 @@ func (t *Host) runProber() {
 		t.idleAfterNow.Store(int64(idleAfter))
 		// Idle members due on this tick, at most: their fair share of
 		// one slow period, rounded up.
-		budget := max(1, (idle*int(t.cfg.ProbeAfter)+int(idleAfter)-1)/int(idleAfter))
+		budget := max(1, (idle*int(every)+int(idleAfter)-1)/int(idleAfter))
 		for _, ps := range t.peers {
 			p := ps.times(now)
 			after := t.probeAfter(p, idleAfter)
-			if !ps.probed || ps.probing || time.Duration(now-p.heard) < after {
+			// Silent for `after`, and not probed within it either: a
+			// member that stays silent (dead, unplugged) is probed once
+			// per `after`, not on every tick.
+			if !ps.probed || ps.probing || time.Duration(now-p.heard) < after ||
+				time.Duration(now-p.lastProbe) < t.retryAfter(p, after) {
 				continue
 			}
 			if after != t.cfg.ProbeAfter {
@@ -225,6 +277,7 @@ func (t *Host) runProber() {
 				budget--
 			}
 			ps.probing = true
+			ps.lastProbe.Store(now)
 			ps.probes.Add(1)
 			t.wg.Add(1)
 			go t.probe(ps)
@@ -244,7 +297,14 @@ func (t *Host) probe(ps *peerState) {
 	}()
 	connected := t.h.Network().Connectedness(ps.pid) == network.Connected
 	heardBefore := ps.heard.Load()
-	ctx, cancel := context.WithTimeout(t.ctx, t.cfg.ProbeTimeout)
+	timeout := t.cfg.ProbeTimeout
+	if !connected {
+		// A dial, Noise, the admission handshake and protocol selection
+		// take several round trips: cut short at the echo's bound, a
+		// probe over a long link would never connect an idle member.
+		timeout = max(timeout, t.cfg.DialTimeout)
+	}
+	ctx, cancel := context.WithTimeout(t.ctx, timeout)
 	defer cancel()
 	err := t.echo(ctx, ps)
 	if err == nil {
@@ -262,15 +322,16 @@ func (t *Host) probe(ps *peerState) {
 	}
 	if ps.heard.Load() == heardBefore {
 		// Suspect until heard again: unreachable at once, whatever its
-		// speed, and probed at the fast speed.
+		// speed, and probed at the fast speed (retryAfter).
 		ps.failed.Store(true)
+		ps.fails.Add(1)
 	}
 	// Anything heard meanwhile (a message on that very connection) shows
 	// it is not half-open, only slow: a starved host must not lose its
 	// connections on top of its time slices.
 	if connected && errors.Is(err, context.DeadlineExceeded) && ps.heard.Load() == heardBefore {
 		t.log.Info("peer did not answer a probe over an open connection; closing it as half-open",
-			zap.Uint64("member", uint64(ps.id)), zap.Stringer("peer", ps.pid), zap.Duration("timeout", t.cfg.ProbeTimeout))
+			zap.Uint64("member", uint64(ps.id)), zap.Stringer("peer", ps.pid), zap.Duration("timeout", timeout))
 		_ = t.h.Network().ClosePeer(ps.pid)
 		return
 	}

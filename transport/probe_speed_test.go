@@ -56,7 +56,13 @@ func TestReachableAtTwoSpeeds(t *testing.T) {
 		p    probeTimes
 		want bool
 	}{
-		{"heard within the fast window", probeTimes{now: now, heard: now - 2*s, failed: true}, true},
+		{"heard within the fast window", probeTimes{now: now, heard: now - 2*s}, true},
+		// A failure since it was heard is news, whatever the window.
+		{"heard within the fast window, its probe failed since", probeTimes{now: now, heard: now - s, failed: true, spoke: true}, false},
+		// Admission counts as heard: a member refused at a cold start,
+		// before it learned of this node, is spared for ProbeAfter.
+		{"admitted 0.1 s ago, never spoke, a dial failed", probeTimes{now: now, heard: now - s/10, failed: true}, true},
+		{"admitted 1 s ago, never spoke, a dial failed", probeTimes{now: now, heard: now - s, failed: true}, false},
 		{"idle, heard within the slow window", probeTimes{now: now, heard: now - 10*s}, true},
 		{"idle, heard before the slow window", probeTimes{now: now, heard: now - 12*s}, false},
 		{"idle, its probe failed", probeTimes{now: now, heard: now - 3*s, failed: true}, false},
@@ -192,4 +198,26 @@ func TestUnprobedMemberCostsNothing(t *testing.T) {
 	}
 	a.SetProbed(2, true)
 	waitUntil(t, "a to probe b once it may", func() bool { return a.peerOf(2).probes.Load() >= 1 })
+}
+
+func TestRetryAfterBacksOff(t *testing.T) {
+	h := speedHost() // ProbeAfter 500 ms, IdleProbeAfter 5 s
+	const ms = time.Millisecond
+	for _, c := range []struct {
+		p    probeTimes
+		want time.Duration
+	}{
+		{probeTimes{}, 500 * ms},
+		{probeTimes{failed: true, fails: 1}, 500 * ms},
+		{probeTimes{failed: true, fails: 2}, 1000 * ms},
+		{probeTimes{failed: true, fails: 4}, 4000 * ms},
+		{probeTimes{failed: true, fails: 5}, 5000 * ms},
+		{probeTimes{failed: true, fails: 40}, 5000 * ms},
+		// Heard again: failed is cleared, and so is the count.
+		{probeTimes{fails: 0}, 500 * ms},
+	} {
+		if got := h.retryAfter(c.p, h.cfg.ProbeAfter); got != c.want {
+			t.Errorf("retryAfter(%+v) = %v, want %v", c.p, got, c.want)
+		}
+	}
 }

@@ -71,6 +71,9 @@ type cluster struct {
 	key string
 	// electionKeys are more keys of [election] on every host.
 	electionKeys string
+	// bin, when set, is the agent binary this cluster runs instead of
+	// agentBin (a measurement comparing two builds in one run).
+	bin string
 }
 
 func newCluster(t testing.TB, n int, proto string) *cluster {
@@ -173,7 +176,11 @@ func (c *cluster) start(h *host) {
 		c.t.Fatal(err)
 	}
 	fmt.Fprintf(f, "==== %s start\n", time.Now().Format("15:04:05.000"))
-	cmd := c.net.Command(context.Background(), h.name, agentBin, "run", "-config", h.cfgPath)
+	bin := agentBin
+	if c.bin != "" {
+		bin = c.bin
+	}
+	cmd := c.net.Command(context.Background(), h.name, bin, "run", "-config", h.cfgPath)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		f.Close()

@@ -67,6 +67,7 @@ func TestSingleSeedSplit(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		took = append(took, time.Since(killed))
+		t.Logf("trial %d: n2, n3 and n4 agreed %v after n1's death", trial+1, took[len(took)-1])
 		for _, h := range c.hosts {
 			c.kill(h)
 		}
