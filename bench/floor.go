@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,14 +86,14 @@ func (r floorRow) Ratio() float64 { return median(r.ratios()) }
 // Met says whether the ratio is within the target.
 func (r floorRow) Met() bool {
 	x := r.Ratio()
-	return x == x && x <= r.Target && r.Note == ""
+	return !math.IsNaN(x) && x <= r.Target && r.Note == ""
 }
 
 // median of xs (the mean of the middle two for an even count); NaN for
 // none.
 func median(xs []float64) float64 {
 	if len(xs) == 0 {
-		return nan()
+		return math.NaN()
 	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
@@ -101,8 +102,6 @@ func median(xs []float64) float64 {
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
-
-func nan() float64 { z := 0.0; return z / z }
 
 // cpuNS is a process's CPU time in nanoseconds, exact: the sum of its
 // threads' run time from /proc/PID/task/*/schedstat. The tick-sampled
