@@ -88,6 +88,7 @@ type cluster struct {
 	bin     string
 	dir     string
 	proto   string
+	env     []string
 	agents  []*agentProc
 	proxies []*jitterProxy
 
@@ -110,6 +111,9 @@ type clusterSpec struct {
 	// StartFirst, when positive, starts only the first StartFirst agents;
 	// the caller starts the others (cluster.start).
 	StartFirst int
+	// Env is added to every agent's environment (the floor guard's test
+	// plants a cost with it).
+	Env []string
 }
 
 // newCluster configures and starts spec.N agents n1…nN with ids 1…N, each
@@ -119,7 +123,7 @@ func newCluster(ctx context.Context, spec clusterSpec) (*cluster, error) {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
-	c := &cluster{bin: spec.Bin, dir: spec.Dir, proto: spec.Protocol, changed: make(chan struct{}, 1), ctx: cctx, cancel: cancel}
+	c := &cluster{bin: spec.Bin, dir: spec.Dir, proto: spec.Protocol, env: spec.Env, changed: make(chan struct{}, 1), ctx: cctx, cancel: cancel}
 	var names, binds []string
 	for i := 1; i <= spec.N; i++ {
 		port, err := freePort()
@@ -212,6 +216,9 @@ func (c *cluster) start(i int) error {
 	}
 	cmd := exec.Command(c.bin, a.args...)
 	cmd.Dir = c.dir
+	if len(c.env) > 0 {
+		cmd.Env = append(os.Environ(), c.env...)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		f.Close()

@@ -70,6 +70,9 @@ type etcdOptions struct {
 	Campaigners int
 	// Log reports progress; nil discards it.
 	Log func(format string, args ...any)
+	// Heartbeat is the members' raft heartbeat interval; 0 leaves etcd's
+	// default (100 ms).
+	Heartbeat time.Duration
 }
 
 // withDefaults fills in the zero fields of o.
@@ -134,6 +137,7 @@ func runEtcdNode(args []string) error {
 	peerURL := fs.String("peer-url", "", "peer URL to listen on and advertise, http://127.0.0.1:PORT")
 	cluster := fs.String("initial-cluster", "", "NAME=PEERURL,… for all members")
 	logLevel := fs.String("log-level", "warn", "etcd log level (logs go to stderr)")
+	heartbeat := fs.Duration("heartbeat-interval", 0, "raft heartbeat interval (0: etcd's default, 100ms)")
 	watchStdin := fs.Bool("watch-stdin", false, "exit when standard input closes (the parent is gone)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -161,6 +165,11 @@ func runEtcdNode(args []string) error {
 	cfg.InitialClusterToken = "conclave-bench"
 	cfg.ClusterState = embed.ClusterStateFlagNew // ignored when the data dir has a WAL
 	cfg.LogLevel = *logLevel
+	if *heartbeat > 0 {
+		// etcd wants the election timeout at least 5 heartbeats; its
+		// default 1000 ms holds that down to 200 ms heartbeats.
+		cfg.TickMs = uint(*heartbeat / time.Millisecond)
+	}
 	cfg.LogOutputs = []string{"stderr"}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -390,11 +399,12 @@ type etcdMember struct {
 
 // etcdCluster is a running 3-member etcd cluster on loopback.
 type etcdCluster struct {
-	dir     string
-	cluster string // the -initial-cluster value
-	members []*etcdMember
-	cli     *clientv3.Client // all members
-	tmpDir  string           // removed on close, if we made it
+	dir       string
+	cluster   string        // the -initial-cluster value
+	heartbeat time.Duration // 0: etcd's default
+	members   []*etcdMember
+	cli       *clientv3.Client // all members
+	tmpDir    string           // removed on close, if we made it
 }
 
 // freeLoopbackPorts returns n TCP ports that were free on 127.0.0.1 a moment ago.
@@ -428,6 +438,7 @@ func startEtcdCluster(ctx context.Context, o etcdOptions, kind string) (_ *etcdC
 		c.tmpDir = base
 	}
 	c.dir = filepath.Join(base, kind)
+	c.heartbeat = o.Heartbeat
 	if err := os.RemoveAll(c.dir); err != nil {
 		return nil, fmt.Errorf("etcd: clear %s: %w", c.dir, err)
 	}
@@ -493,7 +504,8 @@ func (c *etcdCluster) startMember(m *etcdMember) error {
 	p, err := startEtcdProc(m.name, m.logPath, nil, "etcd-node",
 		"-name", m.name, "-data-dir", m.dataDir,
 		"-client-url", m.clientURL, "-peer-url", m.peerURL,
-		"-initial-cluster", c.cluster, "-watch-stdin")
+		"-initial-cluster", c.cluster, "-watch-stdin",
+		"-heartbeat-interval", c.heartbeat.String())
 	if err != nil {
 		return err
 	}

@@ -46,7 +46,8 @@ func writeReport(dir string, res *results) error {
 	}
 
 	w("## Targets\n\n")
-	w("At default settings, loopback, 5 agents, unless the row says otherwise.\n\n")
+	w("At default settings, loopback, 5 agents, unless the row says otherwise. ")
+	w("CPU targets are ratios to a floor measured side by side in the same run (absolute CPU on this VM moves 1.5–5× between runs): they are in *Idle cost against its floor* below.\n\n")
 	w("| target | goal | measured | met |\n|---|---|---|---|\n")
 	for _, t := range evaluateTargets(res) {
 		met := "no"
@@ -143,6 +144,10 @@ func writeReport(dir string, res *results) error {
 			}
 		}
 		w("\n")
+	}
+
+	if f := res.Floor; f != nil && len(f.Rows) > 0 {
+		writeFloor(w, f, res.Runs["floor"])
 	}
 
 	if len(res.Latency) > 0 {
@@ -275,10 +280,9 @@ func evaluateTargets(res *results) []target {
 		if c.Profile != "default" {
 			where += ", " + c.Profile + " profile"
 		}
-		maxFollower, maxRSS := slices.Max(c.CPU[1:]), slices.Max(c.RSSMB)
+		// Idle CPU is judged against its floor (writeFloor), not here.
+		maxRSS := slices.Max(c.RSSMB)
 		ts = append(ts,
-			target{What: fmt.Sprintf("idle %s leader CPU (%s)", c.Protocol, where), Goal: "< 1 % of a core", Measured: fmt.Sprintf("%.2f %%", 100*c.CPU[0]), Met: c.CPU[0] < 0.01, Known: true},
-			target{What: fmt.Sprintf("idle %s follower CPU (%s, worst of 4)", c.Protocol, where), Goal: "< 0.5 % of a core", Measured: fmt.Sprintf("%.2f %%", 100*maxFollower), Met: maxFollower < 0.005, Known: true},
 			target{What: fmt.Sprintf("idle %s agent RSS (%s, worst of 5)", c.Protocol, where), Goal: "< 40 MB", Measured: fmt.Sprintf("%.1f MB", maxRSS), Met: maxRSS < 40, Known: true})
 	}
 	for _, f := range res.Fleet {
@@ -292,8 +296,6 @@ func evaluateTargets(res *results) []target {
 		}
 		ts = append(ts,
 			target{What: what + ": all agree after the last start", Goal: "≤ 30 s", Measured: ms(f.AgreeAfterStart), Met: f.AgreeAfterStart <= 30*time.Second, Known: true},
-			target{What: what + ": leader CPU over " + f.Window.String(), Goal: "< 3 % of a core", Measured: fmt.Sprintf("%.2f %%", 100*f.LeaderCPU), Met: f.LeaderCPU < 0.03, Known: true},
-			target{What: what + ": median agent CPU", Goal: "< 0.5 % of a core", Measured: fmt.Sprintf("%.2f %%", 100*f.MedianCPU), Met: f.MedianCPU < 0.005, Known: true},
 			target{What: what + ": SIGKILL of the leader until every other agent agrees (worst trial)", Goal: "≤ 3 s", Measured: ms(worst),
 				Met: len(f.AllAgree) > 0 && f.Failed == 0 && worst <= 3*time.Second, Known: true})
 	}
@@ -343,4 +345,41 @@ func meanOf(xs []float64) float64 {
 		return math.NaN()
 	}
 	return t / float64(n)
+}
+
+// writeFloor renders the floor part: each agent role's idle CPU against a
+// floor measured in the same windows.
+func writeFloor(w func(string, ...any), f *floorResult, run runInfo) {
+	w("## Idle cost against its floor\n\n")
+	w("An agent's idle CPU as a ratio to a floor that ran **at the same time** on this machine, both sides sampled in the same %d windows of %v after every cluster formed and 10 s of settling. ", f.Windows, f.Window)
+	w("CPU is the exact run time of every thread (`/proc/PID/task/*/schedstat`) as a share of one core; a side of several processes (followers, observers) counts as their median. ")
+	w("*Ratio* is the median over windows of agent ÷ floor in the same window: both sides of a window share its load, which moves absolute CPU on this VM 1.5–5× between runs. ")
+	w("The floors: `bench/cmd/wakefloor -gossip lan -observers 2`, a bare Go leader sending 16 bytes every 50 ms over plain TCP to 4 followers that echo them (an idle 5-voter majority cluster's heartbeats), every process also running a stock memberlist node (LAN preset, compression off as the agent sets it), plus 2 processes running only such a node, all 7 in one memberlist cluster like the 7 agents (5 voters, 2 observers) they are compared with; ")
+	w("and idle 3-member etcd clusters (embedded etcd at bench/go.mod's version, etcd's defaults but the heartbeat, one process per member, no clients) at a 50 ms and a 100 ms raft heartbeat, against 3 idle majority voters at the same heartbeat (election timeout 200 ms and 300 ms). ")
+	w("All comparisons ran at once, so every row shares one load. CI's guard (`TestIdleCostGuard` in bench/, about 60 s) runs the first three rows in four 10 s windows and fails only above 3× (bench/floor_test.go says why not 2×).\n\n")
+	if run.Commit != "" {
+		q := ""
+		if run.Quick {
+			q = " (quick smoke run: not representative)"
+		}
+		w("Measured at commit %s, %s UTC, by `%s`%s; load average (1 min) %.1f → %.1f over the windows (the machine's 2 cores are shared with other sessions).\n\n",
+			run.Commit, run.At.Format("2006-01-02 15:04"), strings.TrimSpace(run.Command), q, f.Load[0], f.Load[1])
+	}
+	w("| row | agent | floor | agent CPU | floor CPU | ratio | per window | target | met |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range f.Rows {
+		var per []string
+		for _, x := range r.ratios() {
+			per = append(per, fmt.Sprintf("%.2f", x))
+		}
+		met := "no"
+		if r.Met() {
+			met = "yes"
+		}
+		if r.Note != "" {
+			met += " (" + r.Note + ")"
+		}
+		w("| %s | %s | %s | %.2f %% | %.2f %% | %.2f× | %s | ≤ %.1f× | %s |\n", r.Name, r.Agent, r.Floor,
+			100*median(r.AgentCPU), 100*median(r.FloorCPU), r.Ratio(), strings.Join(per, ", "), r.Target, met)
+	}
+	w("\n")
 }

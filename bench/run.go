@@ -22,6 +22,7 @@ import (
 type options struct {
 	repo, out, work string
 	agentBin        string
+	wakefloorBin    string
 	parts           map[string]bool
 	quick           bool
 	keep            bool
@@ -45,11 +46,13 @@ type options struct {
 	simArgs         string
 	etcdTrials      int
 	etcdDefault     int
+	floorWindow     time.Duration
+	floorWindows    int
 	cmdline         string
 }
 
 // allParts are the report's sections, in the order they run.
-var allParts = []string{"failover", "handover", "cost", "latency", "steady", "scale", "fleet", "sim", "etcd"}
+var allParts = []string{"failover", "handover", "cost", "floor", "latency", "steady", "scale", "fleet", "sim", "etcd"}
 
 // logf prints progress with a timestamp on stderr.
 func (o *options) logf(format string, args ...any) {
@@ -86,6 +89,8 @@ func runBench(args []string) error {
 	fs.StringVar(&o.simArgs, "sim-args", "", "extra arguments for sim/cmd/electcost")
 	fs.IntVar(&o.etcdTrials, "etcd-trials", 20, "etcd failovers at the tuned (2 s) session TTL")
 	fs.IntVar(&o.etcdDefault, "etcd-default-trials", 3, "etcd failovers at concurrency's default session TTL (60 s each)")
+	fs.DurationVar(&o.floorWindow, "floor-window", 15*time.Second, "length of each window of the floor part")
+	fs.IntVar(&o.floorWindows, "floor-windows", 3, "windows of the floor part (the ratio is their median)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -111,6 +116,8 @@ func runBench(args []string) error {
 		def("sim-args", func() { o.simArgs = "-sizes 3,5 -trials 1" })
 		def("etcd-trials", func() { o.etcdTrials = 1 })
 		def("etcd-default-trials", func() { o.etcdDefault = 0 })
+		def("floor-window", func() { o.floorWindow = 5 * time.Second })
+		def("floor-windows", func() { o.floorWindows = 2 })
 	}
 	var err error
 	if o.sizes, err = parseInts(*sizes); err != nil {
@@ -257,6 +264,16 @@ func runParts(ctx context.Context, o *options, res *results) error {
 			}
 		}
 		if err := save("cost"); err != nil {
+			return err
+		}
+	}
+	if o.parts["floor"] {
+		r, err := measureFloor(ctx, o, floorSpec{Windows: o.floorWindows, Window: o.floorWindow, Settle: 10 * time.Second, Etcd: true})
+		if err != nil {
+			return err
+		}
+		res.Floor = &r
+		if err := save("floor"); err != nil {
 			return err
 		}
 	}
@@ -423,7 +440,7 @@ func (o *options) resolvePaths() error {
 }
 
 // buildAgent builds the agent binary without the race detector, as
-// operators run it.
+// operators run it, and the floor part's wakefloor beside it.
 func (o *options) buildAgent(ctx context.Context) error {
 	o.agentBin = filepath.Join(o.work, "agent")
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", o.agentBin, "./cmd/agent")
@@ -431,6 +448,24 @@ func (o *options) buildAgent(ctx context.Context) error {
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("build agent: %w", err)
+	}
+	if o.parts["floor"] {
+		o.wakefloorBin = filepath.Join(o.work, "wakefloor")
+		if err := buildWakefloor(ctx, o.repo, o.wakefloorBin); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// buildWakefloor builds bench/cmd/wakefloor without the race detector:
+// the floor must cost what a plain build costs, as the agent does.
+func buildWakefloor(ctx context.Context, repo, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/wakefloor")
+	cmd.Dir = filepath.Join(repo, "bench")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("build wakefloor: %w", err)
 	}
 	return nil
 }
@@ -545,6 +580,7 @@ type results struct {
 	Failover []failoverResult   `json:"failover,omitempty"`
 	Handover []handoverResult   `json:"handover,omitempty"`
 	Cost     []steadyResult     `json:"cost,omitempty"`
+	Floor    *floorResult       `json:"floor,omitempty"`
 	Latency  []latencyResult    `json:"latency,omitempty"`
 	Steady   []steadyResult     `json:"false_alarms,omitempty"`
 	Scale    []steadyResult     `json:"scale,omitempty"`
