@@ -153,6 +153,12 @@ func (c *cluster) changeVoters(h *host, op, name string) api.Voters {
 	var v api.Voters
 	waitFor(c.t, "agent voters "+op+" "+name+" on "+h.name, func() (bool, string) {
 		out, err := c.cli(h, "voters", "-json", op, name)
+		if err != nil && ((op == "remove" && strings.Contains(err.Error(), "not a voter")) ||
+			(op == "add" && strings.Contains(err.Error(), "already a voter"))) {
+			// An earlier attempt that timed out here committed under
+			// the next leader: the change is made, read the voters.
+			out, err = c.cli(h, "voters", "-json")
+		}
 		if err != nil {
 			c.t.Logf("%v", err)
 			return false, err.Error()
