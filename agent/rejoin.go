@@ -36,6 +36,8 @@ type rejoinGlue struct {
 	due  time.Time
 	// asked is when the plan was last asked.
 	asked time.Time
+	// view is the member slice the last ask filled, reused by the next.
+	view []core.RejoinMember
 	// problem is the cut-off line, read by status requests off the loop.
 	problem atomic.Pointer[string]
 	// last is the status last published, republished with the line when
@@ -63,7 +65,8 @@ func (a *Agent) checkRejoin() {
 	}
 	in := core.RejoinInput{Now: now, Self: a.cfg.Node.Name, SelfAddr: a.gossipAddr,
 		Join: a.cfg.Gossip.Join, Snapshot: rj.SnapshotAddrs()}
-	in.Voters, in.Members = a.def().core.RejoinView(a.now())
+	in.Voters, in.Members = a.def().core.RejoinViewInto(a.now(), g.view)
+	g.view = in.Members
 	p := g.plan.Plan(in)
 	g.due = p.Next
 	if len(p.Try) > 0 {

@@ -42,6 +42,9 @@ func (n *Node) applyMember(now protocols.Time, m membership.Member) {
 		n.admitRefused(now, prev.ID)
 		return
 	}
+	if _, had := n.members[m.Name]; !had {
+		n.rejoinNames = nil // a new name: RejoinViewInto sorts again
+	}
 	n.members[m.Name] = m
 	n.vt.membersSeen = false
 	if known && n.byID[prev.ID] == m.Name && (prev.ID != m.ID || prev.PeerID != m.PeerID) {
@@ -197,6 +200,7 @@ func (n *Node) forgetMember(now protocols.Time, prev membership.Member, known bo
 		return
 	}
 	delete(n.members, prev.Name)
+	n.rejoinNames = nil
 	n.vt.membersSeen = false
 	delete(n.refused, prev.Name)
 	if n.byID[prev.ID] == prev.Name {

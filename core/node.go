@@ -251,6 +251,9 @@ type Node struct {
 
 	members map[string]membership.Member
 	byID    map[protocols.ID]string
+	// rejoinNames is members' names, sorted, for RejoinViewInto; nil
+	// when a name came or went since.
+	rejoinNames []string
 	// live holds the phi detectors, shared with the agent's other
 	// elections (Config.Liveness); watching the members this election
 	// watches in it (core/detect.go).

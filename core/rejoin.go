@@ -286,6 +286,14 @@ func problem(in RejoinInput, quorumShort bool, liveVoters int, try []string) str
 // identity answers gossip but knows nobody. An observer of majority is
 // not probed by every member, so gossip vouches for it.
 func (n *Node) RejoinView(now protocols.Time) (voters []string, members []RejoinMember) {
+	return n.RejoinViewInto(now, nil)
+}
+
+// RejoinViewInto is RejoinView appending the members to buf[:0], so that
+// a shell asking every 100 ms reuses one slice: with hundreds of members
+// the view was an observer's largest allocation. The member names are
+// kept sorted between membership changes.
+func (n *Node) RejoinViewInto(now protocols.Time, buf []RejoinMember) (voters []string, members []RejoinMember) {
 	if _, ok := n.voterChanger(); ok {
 		// The configuration in use: the bootstrap list until a cluster
 		// forms, then the newest one this node holds.
@@ -294,14 +302,18 @@ func (n *Node) RejoinView(now protocols.Time) (voters []string, members []Rejoin
 			voters = []string{}
 		}
 	}
-	names := make([]string, 0, len(n.members))
-	for name := range n.members {
-		if name != n.self.Name {
-			names = append(names, name)
+	if n.rejoinNames == nil || len(n.rejoinNames) != len(n.members) {
+		n.rejoinNames = n.rejoinNames[:0]
+		for name := range n.members {
+			n.rejoinNames = append(n.rejoinNames, name)
 		}
+		slices.Sort(n.rejoinNames)
 	}
-	slices.Sort(names)
-	for _, name := range names {
+	members = buf[:0]
+	for _, name := range n.rejoinNames {
+		if name == n.self.Name {
+			continue
+		}
 		m := n.members[name]
 		live := isLive(m)
 		if live && (voters == nil || slices.Contains(voters, name)) {

@@ -214,6 +214,24 @@ func TestRejoinView(t *testing.T) {
 		t.Errorf("live %v, want %v", live, want)
 	}
 
+	// Reused between asks; names that come and go are kept in order.
+	buf := make([]RejoinMember, 0, 8)
+	_, ms = tn.RejoinViewInto(tn.now, buf)
+	tn.applyMember(member("aa", 6, membership.StateAlive))
+	c := member("c", 4, membership.StateReaped)
+	tn.applyMember(c)
+	_, again := tn.RejoinViewInto(tn.now, ms)
+	var names []string
+	for _, m := range again {
+		names = append(names, m.Name)
+	}
+	if got := strings.Join(names, ","); got != "a,aa,b,o" {
+		t.Errorf("members after aa joined and c was reaped: %s, want a,aa,b,o", got)
+	}
+	if &again[0] != &buf[:1][0] {
+		t.Error("RejoinViewInto did not reuse the buffer it was given")
+	}
+
 	bully, _ := newTestNode(t, ProtocolBully)
 	bully.applyMember(member("o", 5, membership.StateAlive)) // not reached
 	voters, ms = bully.RejoinView(bully.now)
