@@ -104,6 +104,9 @@ func (n *Node) maybeHandOver(now protocols.Time) {
 		return
 	}
 	n.noTarget = false
+	if !n.anyHigherPriority() {
+		return
+	}
 	target, prio := protocols.None, n.cand.Priority
 	since := now.Add(-n.cfg.ElectionTimeout)
 	for _, id := range n.sortedMembers() {
@@ -126,6 +129,20 @@ func (n *Node) maybeHandOver(now protocols.Time) {
 	n.log.Infow("handing leadership over to a voter of higher priority", "to", target, "priority", prio)
 	n.transfers.Priority++
 	n.transfer(now, target)
+}
+
+// anyHigherPriority reports whether some voter's last known candidacy is
+// eligible with a priority above this node's: the only case in which
+// maybeHandOver looks for a target. It runs on every heartbeat answer, so
+// it walks the voters' candidacies, not every member sorted (a fleet's
+// observers made that a leader's largest cost per answer).
+func (n *Node) anyHigherPriority() bool {
+	for _, c := range n.peerCand {
+		if c.Eligible() && c.Priority > n.cand.Priority {
+			return true
+		}
+	}
+	return false
 }
 
 var _ protocols.CandidacySetter = (*Node)(nil)
