@@ -71,6 +71,9 @@ func (r *run) checkElections(writer int) {
 // election is.
 func (r *run) electionLive(i, first int) {
 	er := r.el[i]
+	if er.spec.Group && first != r.curLead {
+		return // the group is not together yet
+	}
 	l := r.nodes[first].cn.els[i].st
 	id := r.nodes[first].member.ID
 	for _, n := range r.nodes {
@@ -92,7 +95,15 @@ func (r *run) electionsLive() bool { return r.notLive() == "" }
 // notLive names a named election owed liveness and not live yet, or "".
 func (r *run) notLive() string {
 	for _, er := range r.el {
+		if er.live && er.spec.Group && er.curLead != r.curLead {
+			// Live before the anchor's leader moved: the group must be
+			// together again before the run may end.
+			er.live = false
+		}
 		if !er.live && er.spec.Checks.LivenessBound > 0 {
+			if er.spec.Group {
+				return er.spec.Name + " (to be led by the default election's leader, its group's anchor)"
+			}
 			return er.spec.Name
 		}
 	}

@@ -33,6 +33,11 @@ type ElectionSpec struct {
 	// core.Config.Name set to Name. Its Session policy turns the session
 	// nemesis (FaultSession) and the session checks on for the election.
 	Core CoreFactory
+	// Group: the election shares fate with the default election, its
+	// group's anchor (config election.group): a node stands in it only
+	// while it leads the default election, and liveness requires both to
+	// be led by one node.
+	Group bool
 	// Checks are the election's invariants. Read are
 	// SingleLeaderPerEpoch, AgreeOnLeaderOfEpoch, EpochMonotonic, Fencing,
 	// Lease, VoteOncePerTerm and Isolation, and LivenessBound, which only
@@ -54,6 +59,10 @@ type ShellBugs struct {
 	// WakeForDefault sleeps until the default election's next deadline
 	// only, as if the agent's loop asked the default core alone.
 	WakeForDefault bool
+	// NoGroupLead never tells a group's follower elections whether the
+	// node leads the anchor (core.Node.SetGroupLead); GroupLeadAlways
+	// tells them it does, so each stands on its own.
+	NoGroupLead, GroupLeadAlways bool
 }
 
 // InvSession: a node became leader of a session election while it held
@@ -252,6 +261,12 @@ func (r *run) drainElections(n *node) bool {
 	for i, e := range n.cn.els {
 		if e.c == nil {
 			continue
+		}
+		if r.el[i].spec.Group && !r.o.ShellBugs.NoGroupLead {
+			// As the agent's followGroups: after every input, before
+			// the Ready (core/group.go).
+			now := r.local(n)
+			e.c.SetGroupLead(now, n.cn.c.Leads(now) || r.o.ShellBugs.GroupLeadAlways)
 		}
 		if err := core.Drain(e.c, elShell{r, n, i}); err != nil {
 			r.violate(InvDriver, "n%d election %s: %v", n.idx+1, r.el[i].spec.Name, err)

@@ -34,16 +34,30 @@ func TestCheckerCatchesShellBugs(t *testing.T) {
 		// only: the majority election of other voters misses its
 		// heartbeats and loses its leader when an unrelated node pauses.
 		{"wake-up computed from the default election only", sim.ShellBugs{WakeForDefault: true}, 7691228355860892146, sim.InvIsolation},
+		// core-multi/groups: the follower elections never hear that the
+		// node leads the anchor, so nobody may stand in them.
+		{"group followers never told the anchor's leadership", sim.ShellBugs{NoGroupLead: true}, 1, sim.InvLiveness},
+		// Told that they always lead it, each follower election stands
+		// on its own, and the group is not kept together.
+		{"group followers stand on their own", sim.ShellBugs{GroupLeadAlways: true}, 1, sim.InvLiveness},
 	}
-	c, err := registry.LookupCell("core-multi/faults")
+	faults, err := registry.LookupCell("core-multi/faults")
 	if err != nil {
 		t.Fatal(err)
 	}
-	good, err := c.Options()
+	groups, err := registry.LookupCell("core-multi/groups")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range cases {
+		c := faults
+		if tc.bugs.NoGroupLead || tc.bugs.GroupLeadAlways {
+			c = groups
+		}
+		good, err := c.Options()
+		if err != nil {
+			t.Fatal(err)
+		}
 		t.Run(tc.name, func(t *testing.T) {
 			buggy := good
 			buggy.ShellBugs = tc.bugs

@@ -37,10 +37,13 @@ const (
 	// (sim.FaultSession) to the base one, over named elections whose
 	// candidacy sessions hold.
 	SetSessions = "sessions"
+	// SetGroups (the multi-election variant) runs the base faults over
+	// named elections in the default election's fate-sharing group.
+	SetGroups = "groups"
 )
 
 // FaultSets lists the matrix's columns in order.
-func FaultSets() []string { return []string{SetFaults, SetVoters, SetHealth, SetSessions} }
+func FaultSets() []string { return []string{SetFaults, SetVoters, SetHealth, SetSessions, SetGroups} }
 
 // Cell is one pairing of a variant with a fault set.
 type Cell struct {
@@ -94,6 +97,9 @@ const (
 	offLeaseNamed = "lease, vote-once-per-term, isolation in the bully and ring elections: they hold no lease, cast no votes, " +
 		"and a member's return may start an election round that elects the same leader anew"
 	offIsolationSessions = "isolation in the session elections: a session's end moves leadership by design"
+	naGroups             = "fate-sharing groups join named elections to the default one; " +
+		"only the multi-election variant (core-multi) runs named elections"
+	offIsolationGroups = "isolation in the group elections: they move with the anchor's leader by design"
 )
 
 // Per-cell counts of the multi-election cells in CI's matrix: each of
@@ -102,6 +108,7 @@ const (
 const (
 	multiFaultsSchedules   = 1500
 	multiSessionsSchedules = 1000
+	multiGroupsSchedules   = 1000
 )
 
 // multiCells are the multi-election variant's cells.
@@ -114,6 +121,8 @@ func multiCells() []Cell {
 			c.Off, c.Schedules = []string{offPoisonCore, offProbeMulti, offLeaseNamed}, multiFaultsSchedules
 		case SetSessions:
 			c.Off, c.Schedules = []string{offPoisonCore, offProbeMulti, offLeaseNamed, offIsolationSessions}, multiSessionsSchedules
+		case SetGroups:
+			c.Off, c.Schedules = []string{offPoisonCore, offProbeMulti, offLeaseNamed, offIsolationGroups}, multiGroupsSchedules
 		default:
 			c.NotApplicable = naMultiVoters
 		}
@@ -134,8 +143,11 @@ func Matrix() []Cell {
 		majority := strings.HasSuffix(v, "majority")
 		for _, set := range FaultSets() {
 			c := Cell{Variant: v, Set: set}
-			if set == SetSessions {
+			if set == SetSessions || set == SetGroups {
 				c.NotApplicable = naSessions
+				if set == SetGroups {
+					c.NotApplicable = naGroups
+				}
 				cells = append(cells, c)
 				continue
 			}
@@ -228,6 +240,8 @@ func (c Cell) Options() (sim.Options, error) {
 	case SetSessions:
 		o.Elections = SessionElections(o.ElectionTimeout)
 		o.Faults = append(o.Faults, sim.FaultSession, sim.FaultSession, sim.FaultSession, sim.FaultSession, sim.FaultSession, sim.FaultSession)
+	case SetGroups:
+		o.Elections = GroupElections(o.ElectionTimeout)
 	}
 	if len(o.Elections) > 0 {
 		return o, nil

@@ -37,6 +37,30 @@ func Named(name string, table func(c sim.NodeConfig) config.NamedElection) sim.C
 	}
 }
 
+// groupName is the fate-sharing group of the groups cell: the default
+// election anchors it (config.Config.GroupAnchor picks it first).
+const groupName = "vip"
+
+// NamedInGroup is Named for an election of the group groupName, anchored
+// by the default election: both name the group, as an agent's
+// [election] and [elections.NAME] tables do.
+func NamedInGroup(name string, table func(c sim.NodeConfig) config.NamedElection) sim.CoreFactory {
+	return func(c sim.NodeConfig) (core.Config, error) {
+		cfg := nodeConfig(c, core.ProtocolMajority, "")
+		cfg.Election.Group = groupName
+		cfg.Elections = map[string]config.NamedElection{name: table(c)}
+		cc, ok := core.ConfigFor(cfg, name, coreStart(c))
+		if !ok {
+			return core.Config{}, fmt.Errorf("registry: configuration runs no election %q", name)
+		}
+		if !cc.FollowsGroup {
+			return core.Config{}, fmt.Errorf("registry: election %q does not follow group %q", name, groupName)
+		}
+		cc.Election.MaxClockDrift = c.MaxClockDrift
+		return cc, nil
+	}
+}
+
 // otherVoters names the voters of the named majority elections: the
 // last three members (all of a three-node cluster), where the default
 // election's are the first ones, so that the two disagree on who votes.
@@ -118,5 +142,25 @@ func SessionElections(et time.Duration) []sim.ElectionSpec {
 	return []sim.ElectionSpec{
 		{Name: "lock", Core: Named("lock", withSessions(namedTable(core.ProtocolMajority, ""), sessionTTL(et))), Checks: lock},
 		{Name: "task", Core: Named("task", withSessions(namedTable(core.ProtocolBully, ""), 0)), Checks: task},
+	}
+}
+
+// GroupElections are the named elections of the groups cell, both in the
+// default election's fate-sharing group: a majority election over the
+// default's voters (the anchor's leader must be one of them) and a bully
+// election. Neither has the isolation check: they move with the anchor by
+// design.
+func GroupElections(et time.Duration) []sim.ElectionSpec {
+	inherit := func(protocol string) func(c sim.NodeConfig) config.NamedElection {
+		return func(sim.NodeConfig) config.NamedElection {
+			p := protocol
+			return config.NamedElection{Protocol: &p}
+		}
+	}
+	web := namedChecks(core.ProtocolMajority, et)
+	web.Isolation = false
+	return []sim.ElectionSpec{
+		{Name: "web", Group: true, Core: NamedInGroup("web", inherit(core.ProtocolMajority)), Checks: web},
+		{Name: "addr", Group: true, Core: NamedInGroup("addr", inherit(core.ProtocolBully)), Checks: namedChecks(core.ProtocolBully, et)},
 	}
 }
