@@ -150,6 +150,10 @@ func writeReport(dir string, res *results) error {
 		writeFloor(w, f, res.Runs["floor"])
 	}
 
+	if t := res.Tune; t != nil && len(t.Rows) > 0 {
+		writeTune(w, t, res.Runs["tune"])
+	}
+
 	if len(res.Latency) > 0 {
 		w("## `GET /v1/status` latency\n\n")
 		w("Open loop against one agent of a 5-agent cluster at default settings, over 64 keep-alive connections on the Unix socket. A dispatcher schedules requests at a fixed rate and hands each to an idle worker. ")
