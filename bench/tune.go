@@ -150,7 +150,8 @@ var tightTimings = timings{HeartbeatInterval: 10 * time.Millisecond, ElectionTim
 // measureTune checks `agent tune` against the jitter proxy: a cluster at
 // the tight setting gathers heartbeat gaps for o.tuneGather, the real CLI
 // judges them and recommends timings, and fresh clusters at the tight
-// setting, the recommended one and one between them each run o.tuneWindow
+// setting, one whose suspicion falls on the measured p99.9 gap, a looser
+// target's recommendation and the recommendation each run o.tuneWindow
 // under the same jitter, counting false alarms.
 func measureTune(ctx context.Context, o *options) (tuneResult, error) {
 	res := tuneResult{Jitter: tuneJitter, N: 3, Pairs: 4, ElectionPairs: 2, Gather: o.tuneGather}
@@ -199,17 +200,37 @@ func measureTune(ctx context.Context, o *options) (tuneResult, error) {
 	if err != nil {
 		return res, err
 	}
+	// At the p99.9: the setting in force with the acceptable pause that
+	// moves its suspicion onto the measured p99.9 gap, a point the tail
+	// model passes through, so its prediction there is the measurement's
+	// own share (0.1 %) and the count tests the gaps' bookkeeping.
+	atP999 := tightTimings
+	atP999.AcceptablePause += (time.Duration(w.P999Ms*float64(time.Millisecond)) - rep.Current.SuspectAfter).Round(time.Millisecond)
+	var prep tuneReport
+	if atP999.AcceptablePause > tightTimings.AcceptablePause {
+		p999Cfg, err := writeTimings(gdir, "p999.toml", atP999)
+		if err != nil {
+			return res, err
+		}
+		if prep, err = runAgentTune(ctx, o.agentBin, leader.socket, p999Cfg, 1); err != nil {
+			return res, err
+		}
+	}
 	c.stop()
 	o.logf("tune: %s's gaps, %d samples: p50 %.1f ms, p99 %.1f ms, p99.9 %.1f ms, longest %.1f ms; recommended %s", res.Worst, w.Samples, w.P50Ms, w.P99Ms, w.P999Ms, w.MaxGapMs, rec)
 
-	for _, s := range []struct {
+	type setting struct {
 		name, dir string
 		v         tuneVerdict
-	}{
-		{"in force (fast profile)", "tight", rep.Current},
-		{fmt.Sprintf("agent tune -target %g", looser), "looser", lrep.Recommended},
-		{"agent tune (-target 1)", "recommended", rep.Recommended},
-	} {
+	}
+	settings := []setting{{"in force (fast profile)", "tight", rep.Current}}
+	if prep.Current.Settings.HeartbeatInterval > 0 {
+		settings = append(settings, setting{"suspicion at the p99.9 gap", "p999", prep.Current})
+	}
+	settings = append(settings,
+		setting{fmt.Sprintf("agent tune -target %g", looser), "looser", lrep.Recommended},
+		setting{"agent tune (-target 1)", "recommended", rep.Recommended})
+	for _, s := range settings {
 		row, err := measureTuneRow(ctx, o, filepath.Join(dir, s.dir), s.name, s.v, res)
 		if err != nil {
 			return res, err
