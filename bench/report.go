@@ -30,7 +30,7 @@ func writeReport(dir string, res *results) error {
 	w("Numbers are from one machine and are measurements, not guarantees: no test asserts them.\n\n")
 	m := res.Machine
 	w("Machine: %s, %d CPUs, Linux %s, %s, %s.\n\n", m.CPU, m.CPUs, m.Kernel, m.OS, m.GoVersion)
-	w("Regenerate everything (about 45 minutes) with `bash scripts/bench`, or one part with `bash scripts/bench -parts failover` (parts: %s); the other parts keep their figures. `bash scripts/bench -quick` is a smoke run of every part into a temporary folder; CI runs the bench module's own tests (`scripts/test`), which start real agents and etcd members briefly.\n\n", strings.Join(allParts, ", "))
+	w("Regenerate everything (about 50 minutes) with `bash scripts/bench`, or one part with `bash scripts/bench -parts failover` (parts: %s); the other parts keep their figures. `bash scripts/bench -quick` is a smoke run of every part into a temporary folder; CI runs the bench module's own tests (`scripts/test`), which start real agents and etcd members briefly.\n\n", strings.Join(allParts, ", "))
 	if len(res.Runs) > 0 {
 		w("| part | measured at (UTC) | commit | command |\n|---|---|---|---|\n")
 		for _, p := range allParts {
@@ -148,6 +148,10 @@ func writeReport(dir string, res *results) error {
 
 	if f := res.Floor; f != nil && len(f.Rows) > 0 {
 		writeFloor(w, f, res.Runs["floor"])
+	}
+
+	if t := res.Tune; t != nil && len(t.Rows) > 0 {
+		writeTune(w, t, res.Runs["tune"])
 	}
 
 	if len(res.Latency) > 0 {

@@ -48,11 +48,13 @@ type options struct {
 	etcdDefault     int
 	floorWindow     time.Duration
 	floorWindows    int
+	tuneGather      time.Duration
+	tuneWindow      time.Duration
 	cmdline         string
 }
 
 // allParts are the report's sections, in the order they run.
-var allParts = []string{"failover", "handover", "cost", "floor", "latency", "steady", "scale", "fleet", "sim", "etcd"}
+var allParts = []string{"failover", "handover", "cost", "floor", "latency", "steady", "scale", "fleet", "sim", "etcd", "tune"}
 
 // logf prints progress with a timestamp on stderr.
 func (o *options) logf(format string, args ...any) {
@@ -91,6 +93,8 @@ func runBench(args []string) error {
 	fs.IntVar(&o.etcdDefault, "etcd-default-trials", 3, "etcd failovers at concurrency's default session TTL (60 s each)")
 	fs.DurationVar(&o.floorWindow, "floor-window", 15*time.Second, "length of each window of the floor part")
 	fs.IntVar(&o.floorWindows, "floor-windows", 3, "windows of the floor part (the ratio is their median)")
+	fs.DurationVar(&o.tuneGather, "tune-gather", time.Minute, "how long the tune part's first cluster gathers heartbeat gaps for agent tune")
+	fs.DurationVar(&o.tuneWindow, "tune-window", time.Minute, "how long the tune part counts false alarms at each setting")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -118,6 +122,8 @@ func runBench(args []string) error {
 		def("etcd-default-trials", func() { o.etcdDefault = 0 })
 		def("floor-window", func() { o.floorWindow = 5 * time.Second })
 		def("floor-windows", func() { o.floorWindows = 2 })
+		def("tune-gather", func() { o.tuneGather = 15 * time.Second })
+		def("tune-window", func() { o.tuneWindow = 5 * time.Second })
 	}
 	var err error
 	if o.sizes, err = parseInts(*sizes); err != nil {
@@ -344,6 +350,16 @@ func runParts(ctx context.Context, o *options, res *results) error {
 		}
 		res.Etcd = r
 		if err := save("etcd"); err != nil {
+			return err
+		}
+	}
+	if o.parts["tune"] {
+		r, err := measureTune(ctx, o)
+		if err != nil {
+			return err
+		}
+		res.Tune = &r
+		if err := save("tune"); err != nil {
 			return err
 		}
 	}
@@ -587,6 +603,7 @@ type results struct {
 	Fleet    []fleetResult      `json:"fleet,omitempty"`
 	Sim      []simRow           `json:"sim,omitempty"`
 	Etcd     []etcdResult       `json:"etcd,omitempty"`
+	Tune     *tuneResult        `json:"tune,omitempty"`
 }
 
 // simRow is one line of sim/cmd/electcost -json.
