@@ -556,11 +556,18 @@ func (a *Agent) loop(ctx context.Context, wake *time.Timer, serveErr <-chan erro
 func (a *Agent) nextWake(now protocols.Time) time.Duration {
 	wakes := a.wakes[:0]
 	for _, e := range a.elections {
-		t, ok := e.core.NextWake(now, maxSleep)
-		if !ok {
+		// An election no input reached since its wake was computed has
+		// the same timers; a shared detector that a beat in another
+		// election refreshed only moves its wake later, so the cached
+		// one is at worst early (a Tick that finds nothing to do).
+		if e.wakeStale || !e.wakeOK {
+			e.wake, e.wakeOK = e.core.NextWake(now, maxSleep)
+			e.wakeStale = false
+		}
+		if !e.wakeOK {
 			return tickInterval
 		}
-		wakes = append(wakes, t)
+		wakes = append(wakes, e.wake)
 	}
 	a.wakes = wakes
 	next := core.CoalescedWake(wakes, core.WakeSlack(a.cfg.Detector.HeartbeatInterval.Std()))

@@ -54,6 +54,10 @@ type election struct {
 	// (loop-owned).
 	snapAt            protocols.Time
 	snapDue, snapOwed bool
+	// wake is the core's NextWake as last computed, wakeOK its ok;
+	// wakeStale says an input reached the core since (loop-owned).
+	wake              protocols.Time
+	wakeOK, wakeStale bool
 	// anchor is the anchor election of the fate-sharing group this one
 	// follows, nil for none (config.Config.GroupAnchor).
 	anchor *election
@@ -201,7 +205,7 @@ func (a *Agent) storeSnapshots() {
 		if !e.touched {
 			continue
 		}
-		e.touched = false
+		e.touched, e.wakeStale = false, true
 		prev := e.snapshot.Load()
 		if !e.snapDue && prev != nil && now.Sub(e.snapAt) < every {
 			if snap, ok := e.core.Freshen(now, *prev); ok {
@@ -216,11 +220,13 @@ func (a *Agent) storeSnapshots() {
 	}
 }
 
-// snapshotEvery bounds how stale a snapshot's view may be: one heartbeat
-// interval, the pace at which the view's inputs (answers, reachability)
-// move anyway.
+// snapshotEvery bounds how stale a snapshot's view (members, quorum,
+// problems) may be between the inputs that refresh it at once: four
+// heartbeat intervals (200 ms at the defaults). A follower of 50
+// elections is touched once per election per interval; at one interval
+// every touch took a full snapshot, a tenth of its CPU.
 func (a *Agent) snapshotEvery() time.Duration {
-	return a.cfg.Detector.HeartbeatInterval.Std()
+	return 4 * a.cfg.Detector.HeartbeatInterval.Std()
 }
 
 // owedSnapshots returns the earliest time an election's full snapshot
