@@ -12,7 +12,9 @@ import (
 // stream: the leader and its epoch stay, and no epoch has two leaders.
 // n5 is killed first: the install reaches [4/5], names n5 and exits
 // non-zero, and a use is refused while n5 is down; once n5 is back the
-// same install run again completes [5/5], and so do use and remove.
+// same install run again completes [5/5], and so do use and remove. Then
+// n5 is down for a whole forced rotation: back with only the removed
+// key, the others refuse it and name it in their problems.
 func TestKeyRotationAcrossHosts(t *testing.T) {
 	c := newCluster(t, 5, "majority")
 	c.voters = []string{"n1", "n2", "n3", "n4"}
@@ -102,4 +104,39 @@ func TestKeyRotationAcrossHosts(t *testing.T) {
 		}
 	}
 	w.finish(t)
+
+	// A host down for a whole rotation: n5 misses the install and the
+	// switch, forced past it, so once the key it holds is removed the
+	// others refuse it when it comes back, and name it in their problems.
+	c.kill(n5)
+	out, err = c.cli(n1, "keygen")
+	if err != nil {
+		t.Fatal(err)
+	}
+	third := strings.TrimSpace(out)
+	deadline = time.Now().Add(waitLimit)
+	for {
+		out, _ := c.cli(n1, "keys", "-force", "install", third)
+		if strings.Contains(out, "[4/5] members acknowledged") && strings.Contains(out, "n5: down") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("forced install with n5 killed, within %v:\n%s", waitLimit, out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, step := range [][]string{{"use", third}, {"remove", next}} {
+		if out, _ := c.cli(n1, append([]string{"keys", "-force"}, step...)...); !strings.Contains(out, "[4/5] members acknowledged") {
+			t.Fatalf("agent keys -force %s with n5 down:\n%s", step[0], out)
+		}
+	}
+	c.start(n5)
+	waitFor(t, "a host naming n5, which holds only the removed key, in its problems", func() (bool, string) {
+		for _, h := range c.hosts[:4] {
+			if st, err := h.status(); err == nil && strings.Contains(string(st.Problems), "member n5 proved none of this agent's installed cluster keys") {
+				return true, ""
+			}
+		}
+		return false, "no host names n5 yet"
+	})
 }
