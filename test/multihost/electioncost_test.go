@@ -43,6 +43,32 @@ func cpuTicks(pid int) (int64, error) {
 // clockTick is USER_HZ, 100 on every Linux this runs on.
 const clockTick = 100
 
+// cpuShares lets window pass and returns each host's agent CPU over it,
+// user + system, as a share of one core, in hs's order.
+func cpuShares(t *testing.T, hs []*host, window time.Duration) []float64 {
+	t.Helper()
+	before := make([]int64, len(hs))
+	for i, h := range hs {
+		v, err := cpuTicks(h.cmd.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[i] = v
+	}
+	start := time.Now()
+	time.Sleep(window)
+	took := time.Since(start).Seconds()
+	shares := make([]float64, len(hs))
+	for i, h := range hs {
+		v, err := cpuTicks(h.cmd.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shares[i] = float64(v-before[i]) / clockTick / took
+	}
+	return shares
+}
+
 func TestMeasureElectionCost(t *testing.T) {
 	if os.Getenv("CONCLAVE_MULTIHOST_MEASURE") == "" {
 		t.Skip("set CONCLAVE_MULTIHOST_MEASURE=1 to measure (minutes)")
@@ -91,25 +117,7 @@ func TestMeasureElectionCost(t *testing.T) {
 		// Start-up work (joins, first detector samples) settles first.
 		time.Sleep(5 * time.Second)
 		waitFor(t, fmt.Sprintf("%d elections still agreed", n), agreed)
-		before := make([]int64, len(c.hosts))
-		for i, h := range c.hosts {
-			v, err := cpuTicks(h.cmd.Process.Pid)
-			if err != nil {
-				t.Fatal(err)
-			}
-			before[i] = v
-		}
-		start := time.Now()
-		time.Sleep(window)
-		took := time.Since(start).Seconds()
-		var shares []float64
-		for i, h := range c.hosts {
-			v, err := cpuTicks(h.cmd.Process.Pid)
-			if err != nil {
-				t.Fatal(err)
-			}
-			shares = append(shares, float64(v-before[i])/clockTick/took)
-		}
+		shares := cpuShares(t, c.hosts, window)
 		// The agent that leads the most elections is "the leader"; every
 		// election's leader is found first, and with majority and
 		// randomised timeouts they may spread over several agents.

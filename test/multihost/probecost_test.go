@@ -43,27 +43,13 @@ func TestMeasureIdleProbeCost(t *testing.T) {
 				// Start-up work (joins, first detector samples) settles first.
 				time.Sleep(5 * time.Second)
 				lead, _ := c.waitAgreement(0)
-				before := make([]int64, len(c.hosts))
-				for i, h := range c.hosts {
-					v, err := cpuTicks(h.cmd.Process.Pid)
-					if err != nil {
-						t.Fatal(err)
-					}
-					before[i] = v
-				}
-				start := time.Now()
-				time.Sleep(window)
-				took := time.Since(start).Seconds()
+				shares := cpuShares(t, c.hosts, window)
 				if l, _, why := agreement(c.hosts, 0); why != "" || l != lead {
 					t.Fatalf("%s %s: leadership moved during the window (%s, %s): the figures would not be idle ones", build, proto, l, why)
 				}
 				k := key{build, proto}
 				for i, h := range c.hosts {
-					v, err := cpuTicks(h.cmd.Process.Pid)
-					if err != nil {
-						t.Fatal(err)
-					}
-					share := float64(v-before[i]) / clockTick / took
+					share := shares[i]
 					if h.name == lead {
 						leader[k] = append(leader[k], share)
 					} else {
