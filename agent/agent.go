@@ -47,9 +47,12 @@ const tickInterval = 10 * time.Millisecond
 
 // Bounds of the loop's sleep when the protocol is a protocols.Deadliner.
 // maxSleep is a safety net (a deadline nobody armed still fires within
-// it); minSleep keeps an overdue deadline from spinning the loop.
+// it); minSleep keeps an overdue deadline from spinning the loop. Every
+// timer the loop serves is in its wake (the cores' NextWake, owed
+// snapshots, the rejoin plan's next ask), so the net is a second: at
+// 250 ms it was an idle observer's most frequent wake-up.
 const (
-	maxSleep = 250 * time.Millisecond
+	maxSleep = time.Second
 	minSleep = 200 * time.Microsecond
 )
 
@@ -574,7 +577,11 @@ func (a *Agent) nextWake(now protocols.Time) time.Duration {
 	if owed, ok := a.owedSnapshots(now, false); ok && owed < next {
 		next = owed
 	}
-	return max(next.Sub(now), minSleep)
+	d := max(next.Sub(now), minSleep)
+	if r := a.rejoinWake(); r < d {
+		d = max(r, minSleep)
+	}
+	return d
 }
 
 // stopped reports whether every election's core finished stopping

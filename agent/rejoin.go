@@ -84,6 +84,15 @@ func (a *Agent) checkRejoin() {
 	}
 }
 
+// rejoinWake is how long the loop may sleep before the rejoin plan wants
+// to be asked again (its Next); a long time when there is no plan to ask.
+func (a *Agent) rejoinWake() time.Duration {
+	if _, ok := a.cluster.(rejoiner); !ok || a.rejoin.due.IsZero() {
+		return maxSleep
+	}
+	return time.Until(a.rejoin.due)
+}
+
 // withCutOff adds the cut-off line, if any, to st's problems.
 func (a *Agent) withCutOff(st api.Status) api.Status {
 	p := a.rejoin.problem.Load()

@@ -65,6 +65,13 @@ type Host struct {
 	// idleAfterNow is the prober's current slow speed (a Duration), for
 	// Reachable.
 	idleAfterNow atomic.Int64
+	// probeKick wakes the prober before its planned wake: a member may be
+	// due sooner than it planned for (it was admitted, turned fast, or a
+	// probe of it ended). nextIdleProbe is when the prober may start its
+	// next probe of an idle member (UnixNano; guarded by mu), so that
+	// idle members' probes spread over the slow period.
+	probeKick     chan struct{}
+	nextIdleProbe int64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -158,16 +165,17 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	SetLibp2pLogger(cfg.Logger)
 	hctx, cancel := context.WithCancel(context.Background())
 	t := &Host{
-		cfg:      cfg,
-		log:      cfg.Logger.Named("transport"),
-		stats:    newCounters(),
-		inbound:  make(chan protocols.Message, cfg.InboundLen),
-		ctx:      hctx,
-		cancel:   cancel,
-		peers:    map[protocols.ID]*peerState{},
-		byPeer:   map[peer.ID]protocols.ID{},
-		unprobed: map[protocols.ID]bool{},
-		streams:  map[network.Stream]struct{}{},
+		cfg:       cfg,
+		log:       cfg.Logger.Named("transport"),
+		stats:     newCounters(),
+		inbound:   make(chan protocols.Message, cfg.InboundLen),
+		ctx:       hctx,
+		cancel:    cancel,
+		peers:     map[protocols.ID]*peerState{},
+		byPeer:    map[peer.ID]protocols.ID{},
+		unprobed:  map[protocols.ID]bool{},
+		probeKick: make(chan struct{}, 1),
+		streams:   map[network.Stream]struct{}{},
 	}
 	listen, err := ma.NewMultiaddr(cfg.Listen)
 	if err != nil {
@@ -373,6 +381,7 @@ func (t *Host) SetPeer(id protocols.ID, peerID string, addr string) error {
 	t.wg.Add(1)
 	go t.runSender(ps)
 	t.mu.Unlock()
+	t.kickProber() // a new member is probed at the fast speed
 
 	if old != nil {
 		// Outside t.mu: a reset writes to the connection.
@@ -406,6 +415,9 @@ func (t *Host) SetProbed(id protocols.ID, probed bool) {
 	if ps != nil && !probed {
 		// Its long-lived probe stream, if any, is not needed any more.
 		ps.keepProbeStream(nil)
+	}
+	if ps != nil && probed {
+		t.kickProber()
 	}
 }
 

@@ -45,10 +45,9 @@ const (
 	// every 50 ms, a majority follower's answers) keeps most pairs from
 	// ever needing one; a bully or ring leader, whose followers do not
 	// answer, probes each of them at this period, and followers of a
-	// majority leader probe each other at the slow speed. With the
-	// prober's tick (a third of this) and DefaultProbeTimeout, a member
-	// whose link silently drops is unreachable 0.8–0.9 s after it was
-	// last heard (it was 1.5–2 s with 500 ms and 1 s; docs/multihost.md,
+	// majority leader probe each other at the slow speed. With
+	// DefaultProbeTimeout, a member whose link silently drops is
+	// unreachable about 0.8 s after it was last heard (it was 1.5–2 s with 500 ms and 1 s; docs/multihost.md,
 	// "Half-open links", has both, and what the bully leader's extra
 	// probes cost).
 	DefaultProbeAfter = 300 * time.Millisecond
@@ -61,9 +60,6 @@ const (
 	// first gets the dial timeout instead (probe): a dial and its
 	// handshakes take several round trips.
 	DefaultProbeTimeout = 500 * time.Millisecond
-	// probeTicks is how many times per ProbeAfter the prober looks for
-	// members due: a probe starts at most ProbeAfter/probeTicks late.
-	probeTicks = 3
 	// DefaultIdleProbeAfter: the slow speed, for members this node sends
 	// nothing to (followers of one leader, observers). Each probe opens a
 	// stream and wakes both processes; at the fast speed an idle agent
@@ -189,6 +185,7 @@ func (t *Host) sending(ps *peerState) {
 	prev := ps.sent.Swap(now)
 	if prev == 0 || time.Duration(now-prev) > t.cfg.IdleProbeAfter {
 		ps.fastSince.Store(now)
+		t.kickProber() // it turned fast: due sooner than planned
 	}
 }
 
@@ -228,62 +225,96 @@ func (t *Host) Reachable(id protocols.ID) bool {
 	return t.reachable(ps.times(time.Now().UnixNano()), time.Duration(t.idleAfterNow.Load()))
 }
 
-// runProber probes silent members: every ProbeAfter/probeTicks it starts a
-// probe toward each fast member silent for ProbeAfter, and toward a share of the
-// idle ones silent for the slow speed, so their probes spread out instead
-// of all starting on one tick.
+// Bounds of the prober's sleep between looks at its members. It sleeps
+// until the first member falls due, and is kicked when one may fall due
+// sooner (kickProber); proberMaxSleep is a safety net and keeps the slow
+// speed (idleAfterNow) current as members turn idle, proberMinSleep keeps
+// a member due but not probed (its probe in flight) from spinning it.
+const (
+	proberMaxSleep = time.Second
+	proberMinSleep = time.Millisecond
+)
+
+// runProber probes silent members: each fast member once it has been
+// silent for ProbeAfter, and the idle ones once silent for the slow speed,
+// one at a time at most every slow period ÷ idle members, so that their
+// probes spread out instead of starting together. Between looks it sleeps
+// until the next member is due. It used to look every ProbeAfter/3 whether
+// or not anything was due: ten wake-ups a second in every agent, which
+// were most of an idle observer's own work beside memberlist's.
 func (t *Host) runProber() {
 	defer t.wg.Done()
-	every := max(t.cfg.ProbeAfter/probeTicks, time.Millisecond)
-	tick := time.NewTicker(every)
-	defer tick.Stop()
+	timer := time.NewTimer(t.cfg.ProbeAfter)
+	defer timer.Stop()
 	for {
 		select {
 		case <-t.ctx.Done():
 			return
-		case <-tick.C:
+		case <-timer.C:
+		case <-t.probeKick:
 		}
-		now := time.Now().UnixNano()
-		t.mu.Lock()
-		if t.closed {
-			t.mu.Unlock()
+		wait, ok := t.probeDue(time.Now().UnixNano())
+		if !ok {
 			return
 		}
-		idle := 0
-		for _, ps := range t.peers {
-			if ps.probed && t.probeAfter(ps.times(now), 0) != t.cfg.ProbeAfter {
-				idle++
-			}
-		}
-		idleAfter := t.idleAfter(idle)
-		t.idleAfterNow.Store(int64(idleAfter))
-		// Idle members due on this tick, at most: their fair share of
-		// one slow period, rounded up.
-		budget := max(1, (idle*int(every)+int(idleAfter)-1)/int(idleAfter))
-		for _, ps := range t.peers {
-			p := ps.times(now)
-			after := t.probeAfter(p, idleAfter)
-			// Silent for `after`, and not probed within it either: a
-			// member that stays silent (dead, unplugged) is probed once
-			// per `after`, not on every tick.
-			if !ps.probed || ps.probing || time.Duration(now-p.heard) < after ||
-				time.Duration(now-p.lastProbe) < t.retryAfter(p, after) {
-				continue
-			}
-			if after != t.cfg.ProbeAfter {
-				if budget == 0 {
-					continue
-				}
-				budget--
-			}
-			ps.probing = true
-			ps.lastProbe.Store(now)
-			ps.probes.Add(1)
-			t.wg.Add(1)
-			go t.probe(ps)
-		}
-		t.mu.Unlock()
+		timer.Reset(wait)
 	}
+}
+
+// kickProber wakes the prober to look at its members now.
+func (t *Host) kickProber() {
+	select {
+	case t.probeKick <- struct{}{}:
+	default:
+	}
+}
+
+// probeDue starts a probe toward each member due at now and returns how
+// long the prober may sleep before the next one is due; ok is false once
+// the host is closed.
+func (t *Host) probeDue(now int64) (wait time.Duration, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return 0, false
+	}
+	idle := 0
+	for _, ps := range t.peers {
+		if ps.probed && t.probeAfter(ps.times(now), 0) != t.cfg.ProbeAfter {
+			idle++
+		}
+	}
+	idleAfter := t.idleAfter(idle)
+	t.idleAfterNow.Store(int64(idleAfter))
+	spacing := int64(idleAfter) / int64(max(idle, 1))
+	next := now + int64(proberMaxSleep)
+	for _, ps := range t.peers {
+		if !ps.probed || ps.probing {
+			continue // a probe in flight kicks the prober when it ends
+		}
+		p := ps.times(now)
+		after := t.probeAfter(p, idleAfter)
+		// Silent for `after`, and not probed within it either: a member
+		// that stays silent (dead, unplugged) is probed once per
+		// `after`, not on every look.
+		due := max(p.heard+int64(after), p.lastProbe+int64(t.retryAfter(p, after)))
+		if after != t.cfg.ProbeAfter {
+			due = max(due, t.nextIdleProbe)
+		}
+		if due > now {
+			next = min(next, due)
+			continue
+		}
+		if after != t.cfg.ProbeAfter {
+			t.nextIdleProbe = now + spacing
+		}
+		ps.probing = true
+		ps.lastProbe.Store(now)
+		ps.probes.Add(1)
+		t.wg.Add(1)
+		go t.probe(ps)
+	}
+	return max(time.Duration(next-now), proberMinSleep), true
 }
 
 // probe asks ps for an echo. On success the member is heard; when it times
@@ -294,6 +325,8 @@ func (t *Host) probe(ps *peerState) {
 		t.mu.Lock()
 		ps.probing = false
 		t.mu.Unlock()
+		// Its next probe is due from now on (retryAfter).
+		t.kickProber()
 	}()
 	connected := t.h.Network().Connectedness(ps.pid) == network.Connected
 	heardBefore := ps.heard.Load()

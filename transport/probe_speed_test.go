@@ -221,3 +221,56 @@ func TestRetryAfterBacksOff(t *testing.T) {
 		}
 	}
 }
+
+// TestProberSleepsUntilDue: the prober sleeps until the first member falls
+// due, not a fixed fraction of ProbeAfter, and an idle member waits for the
+// pace that spreads idle probes. It used to look every ProbeAfter/3, ten
+// wake-ups a second in every agent whether or not any member was due.
+func TestProberSleepsUntilDue(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	now := time.Now().UnixNano()
+	member := func(id protocols.ID, heard, sent int64) *peerState {
+		ps := newPeerState(id, "", nil, 1)
+		ps.probed = true
+		ps.heard.Store(heard)
+		ps.answered.Store(true)
+		ps.spoke.Store(true)
+		if sent != 0 {
+			ps.sent.Store(sent)
+			ps.fastSince.Store(sent)
+		}
+		return ps
+	}
+	for _, c := range []struct {
+		name  string
+		peers []*peerState
+		// nextIdle is Host.nextIdleProbe, as an offset from now.
+		nextIdle int64
+		want     time.Duration
+	}{
+		// ProbeAfter is 500 ms: heard 100 ms ago, due in 400 ms.
+		{"a fast member heard 100 ms ago", []*peerState{member(2, now-100*ms, now-10*ms)}, 0, 400 * time.Millisecond},
+		{"the first of two fast members", []*peerState{member(2, now-100*ms, now-10*ms), member(3, now-300*ms, now-10*ms)}, 0, 200 * time.Millisecond},
+		// Idle (slow speed 5 s): due in 4.5 s, but the prober looks at
+		// least every proberMaxSleep.
+		{"an idle member heard 0.5 s ago", []*peerState{member(2, now-500*ms, 0)}, 0, proberMaxSleep},
+		// Due at once, but the last idle probe's pace holds it 300 ms.
+		{"an idle member due while the pace holds", []*peerState{member(2, now-6000*ms, 0)}, 300 * ms, 300 * time.Millisecond},
+	} {
+		h := speedHost()
+		h.peers = map[protocols.ID]*peerState{}
+		for _, ps := range c.peers {
+			h.peers[ps.id] = ps
+		}
+		h.nextIdleProbe = now + c.nextIdle
+		wait, ok := h.probeDue(now)
+		if !ok || wait != c.want {
+			t.Errorf("%s: the prober sleeps %v (ok %v), want %v", c.name, wait, ok, c.want)
+		}
+		for _, ps := range c.peers {
+			if ps.probing {
+				t.Errorf("%s: member %d was probed, but none is due", c.name, ps.id)
+			}
+		}
+	}
+}
