@@ -216,16 +216,9 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Agent, err er
 	a.tr = opts.Transport
 	peerID, peerAddr := "", ""
 	if a.tr == nil {
-		host, err := transport.New(ctx, transport.Config{
-			DataDir:         cfg.Node.DataDir,
-			Listen:          cfg.Transport.Listen,
-			Advertise:       cfg.Transport.Advertise,
-			Publish:         pub.transport,
-			Keys:            a.keys(),
-			MaxMessageBytes: cfg.Transport.MaxMessageBytes,
-			Logger:          lg.Named("transport"),
-			Self:            a.self.ID,
-		})
+		tcfg := transportConfig(cfg)
+		tcfg.Publish, tcfg.Keys, tcfg.Logger, tcfg.Self = pub.transport, a.keys(), lg.Named("transport"), a.self.ID
+		host, err := transport.New(ctx, tcfg)
 		if err != nil {
 			return nil, fmt.Errorf("agent: %w", err)
 		}
@@ -418,6 +411,22 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.log.Warn("leaving gossip", zap.Error(leaveErr))
 	}
 	return err
+}
+
+// transportConfig is the part of the transport's configuration that comes
+// from the agent's configuration file.
+func transportConfig(cfg config.Config) transport.Config {
+	return transport.Config{
+		DataDir:         cfg.Node.DataDir,
+		Listen:          cfg.Transport.Listen,
+		Advertise:       cfg.Transport.Advertise,
+		MaxMessageBytes: cfg.Transport.MaxMessageBytes,
+		// A fifth of the interval apart: up to five idle members are each
+		// probed once per interval; more stretch it, so that the agent
+		// makes at most five idle probes per interval.
+		IdleProbeAfter:   cfg.Transport.IdleProbeInterval.Std(),
+		IdleProbeSpacing: cfg.Transport.IdleProbeInterval.Std() / 5,
+	}
 }
 
 // errKilled ends the loop of an agent stopped with Kill.

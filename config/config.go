@@ -84,6 +84,10 @@ type Transport struct {
 	// MaxMessageBytes bounds one election frame; larger frames are refused
 	// before they are read.
 	MaxMessageBytes int `toml:"max_message_bytes"`
+	// IdleProbeInterval is how often at most a member this agent sends
+	// nothing to is probed, which bounds how long it may take to notice
+	// that such a member vanished (transport.Config.IdleProbeAfter).
+	IdleProbeInterval Duration `toml:"idle_probe_interval"`
 }
 
 // Detector configures the phi-accrual failure detector.
@@ -231,8 +235,9 @@ func Default() Config {
 			Profile: ProfileLAN,
 		},
 		Transport: Transport{
-			Listen:          "/ip4/127.0.0.1/tcp/7947",
-			MaxMessageBytes: 4096,
+			Listen:            "/ip4/127.0.0.1/tcp/7947",
+			MaxMessageBytes:   4096,
+			IdleProbeInterval: Duration(5 * time.Second),
 		},
 		Detector: Detector{
 			HeartbeatInterval: Duration(phi.DefaultHeartbeatInterval),

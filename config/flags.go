@@ -87,6 +87,7 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	str("transport.listen", "libp2p listen multiaddr", func(c *Config) *string { return &c.Transport.Listen })
 	str("transport.advertise", "libp2p multiaddr other members dial, if not listen", func(c *Config) *string { return &c.Transport.Advertise })
 	integer("transport.max_message_bytes", "largest election frame accepted", func(c *Config) *int { return &c.Transport.MaxMessageBytes })
+	dur("transport.idle_probe_interval", "how often a member this agent sends nothing to is probed", func(c *Config) *Duration { return &c.Transport.IdleProbeInterval })
 
 	dur("detector.heartbeat_interval", "leader heartbeat interval", func(c *Config) *Duration { return &c.Detector.HeartbeatInterval })
 	register(fs, f, "detector.threshold", "phi suspicion threshold", func(s string) (float64, error) {

@@ -19,6 +19,15 @@ import (
 // which leaves ids 1 … 2^20-1.
 const MaxNodeID = uint64(protocols.MaxEpochID)
 
+// Bounds of transport.idle_probe_interval. Below a second an idle member
+// would be probed about as often as one this agent talks to (the fast
+// speed is 300 ms); above ten minutes a vanished member's reachability is
+// left to gossip alone.
+const (
+	MinIdleProbeInterval = time.Second
+	MaxIdleProbeInterval = 10 * time.Minute
+)
+
 // maxSocketPath is the portable bound on a Unix socket path: sun_path holds
 // 108 bytes on Linux and 104 on the BSDs and macOS, including the NUL.
 const maxSocketPath = 103
@@ -228,6 +237,10 @@ func (c *Config) validateTransport(ch *checker) {
 	}
 	if c.Transport.MaxMessageBytes < 256 || c.Transport.MaxMessageBytes > 1<<20 {
 		ch.add("transport.max_message_bytes", "%d is out of range: must be 256 … %d", c.Transport.MaxMessageBytes, 1<<20)
+	}
+	if d := c.Transport.IdleProbeInterval.Std(); d < MinIdleProbeInterval || d > MaxIdleProbeInterval {
+		ch.add("transport.idle_probe_interval", "%s is out of range: must be %s … %s (shorter notices a vanished idle member sooner, at more probes; the default is 5s)",
+			d, MinIdleProbeInterval, MaxIdleProbeInterval)
 	}
 }
 

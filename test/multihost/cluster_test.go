@@ -69,8 +69,9 @@ type cluster struct {
 	preemptDelay string
 	// key is gossip.key on every host: wildcard binds need one.
 	key string
-	// electionKeys are more keys of [election] on every host.
-	electionKeys string
+	// electionKeys are more keys of [election] on every host, and
+	// transportKeys of [transport].
+	electionKeys, transportKeys string
 	// bin, when set, is the agent binary this cluster runs instead of
 	// agentBin (a measurement comparing two builds in one run).
 	bin string
@@ -145,14 +146,14 @@ join = %s
 key = %q
 [transport]
 listen = "/ip4/0.0.0.0/tcp/%d"
-[election]
+%s[election]
 protocol = %q
 voters = [%s]
 %s[api]
 socket = %q
 [log]
 level = "debug"
-%s`, h.name, id, h.dir, nodeExtra, gossipPort, join, c.key, transportPort, c.proto, strings.Join(voters, ", "), electionExtra, filepath.Join(h.dir, "agent.sock"), h.extra)
+%s`, h.name, id, h.dir, nodeExtra, gossipPort, join, c.key, transportPort, c.transportKeys, c.proto, strings.Join(voters, ", "), electionExtra, filepath.Join(h.dir, "agent.sock"), h.extra)
 	if err := os.WriteFile(h.cfgPath, []byte(cfg), 0o600); err != nil {
 		c.t.Fatal(err)
 	}
