@@ -29,7 +29,12 @@ type fleetResult struct {
 	MedianObserverCPU float64 `json:"median_observer_cpu"`
 	MedianRSSMB       float64 `json:"median_rss_mb"`
 	MaxRSSMB          float64 `json:"max_rss_mb"`
-	Running           int     `json:"running"`
+	// OpenFiles (entries of /proc/PID/fd) and Goroutines (the agent's own
+	// go_goroutines) are read at the end of Window. Results from before
+	// they were measured load with both nil.
+	OpenFiles  *agentSpread `json:"open_files,omitempty"`
+	Goroutines *agentSpread `json:"goroutines,omitempty"`
+	Running    int          `json:"running"`
 	// Failovers: per SIGKILL of the leader, until the surviving voters
 	// agree on a new leader, and until every surviving agent does.
 	VotersAgree []time.Duration `json:"voters_agree_ns"`
@@ -101,10 +106,16 @@ func measureFleet(ctx context.Context, o *options, n, voters, trials int, window
 	case <-time.After(window):
 	}
 	var all, obs, rss []float64
+	var fds, gor []agentValue
 	for i, a := range c.agents {
 		end := readProc(a.pid())
 		if !end.exists || !start[i].exists {
 			continue
+		}
+		// Counted before the goroutine scrape below, whose connection
+		// would add a descriptor to the agent.
+		if n, err := openFiles(a.pid()); err == nil {
+			fds = append(fds, agentValue{Agent: a.name, Observer: i >= voters, Value: float64(n)})
 		}
 		res.Running++
 		cpu := float64(end.cpu-start[i].cpu) / float64(end.at.Sub(start[i].at))
@@ -120,7 +131,20 @@ func measureFleet(ctx context.Context, o *options, n, voters, trials int, window
 	res.MedianCPU, res.MaxCPU = medianOf(all), slices.Max(all)
 	res.MedianObserverCPU = medianOf(obs)
 	res.MedianRSSMB, res.MaxRSSMB = medianOf(rss), slices.Max(rss)
-	o.logf("fleet n=%d: leader cpu %.2f%%, median %.2f%%, max %.2f%%, median rss %.1f MB", n, 100*res.LeaderCPU, 100*res.MedianCPU, 100*res.MaxCPU, res.MedianRSSMB)
+	// A second pass: scraping /metrics costs the agent a little CPU,
+	// which must not fall into any agent's window above.
+	for i, a := range c.agents {
+		if !a.running() {
+			continue
+		}
+		if g, err := a.goroutines(ctx); err == nil {
+			gor = append(gor, agentValue{Agent: a.name, Observer: i >= voters, Value: g})
+		} else {
+			o.logf("fleet n=%d: %v", n, err)
+		}
+	}
+	res.OpenFiles, res.Goroutines = spreadOf(fds), spreadOf(gor)
+	o.logf("fleet n=%d: leader cpu %.2f%%, median %.2f%%, max %.2f%%, median rss %.1f MB, open files %s, goroutines %s", n, 100*res.LeaderCPU, 100*res.MedianCPU, 100*res.MaxCPU, res.MedianRSSMB, res.OpenFiles, res.Goroutines)
 
 	observers := map[int]bool{}
 	for i := voters; i < n; i++ {
@@ -155,6 +179,57 @@ func measureFleet(ctx context.Context, o *options, n, voters, trials int, window
 	}
 	res.Load[1] = loadAvg()
 	return res, nil
+}
+
+// agentValue is one agent's reading of a per-agent figure.
+type agentValue struct {
+	Agent    string
+	Observer bool
+	Value    float64
+}
+
+// agentSpread is a per-agent figure over a fleet: its median and worst
+// over every agent read, and over the observers alone, whose number is
+// what grows with the fleet.
+type agentSpread struct {
+	Median float64 `json:"median"`
+	Max    float64 `json:"max"`
+	// MaxAgent names the agent with the worst value (the first of equals).
+	MaxAgent       string  `json:"max_agent"`
+	MaxIsVoter     bool    `json:"max_is_voter,omitempty"`
+	MedianObserver float64 `json:"median_observer"`
+	MaxObserver    float64 `json:"max_observer"`
+	// Read is how many agents gave a value (a failed read leaves one out).
+	Read int `json:"read"`
+}
+
+// spreadOf summarises per-agent readings; nil when there are none.
+func spreadOf(vs []agentValue) *agentSpread {
+	if len(vs) == 0 {
+		return nil
+	}
+	s := &agentSpread{Read: len(vs), Max: vs[0].Value, MaxAgent: vs[0].Agent, MaxIsVoter: !vs[0].Observer}
+	var all, obs []float64
+	for _, v := range vs {
+		all = append(all, v.Value)
+		if v.Observer {
+			obs = append(obs, v.Value)
+			s.MaxObserver = max(s.MaxObserver, v.Value)
+		}
+		if v.Value > s.Max {
+			s.Max, s.MaxAgent, s.MaxIsVoter = v.Value, v.Agent, !v.Observer
+		}
+	}
+	s.Median, s.MedianObserver = medianOf(all), medianOf(obs)
+	return s
+}
+
+// String is the spread for the progress log.
+func (s *agentSpread) String() string {
+	if s == nil {
+		return "unread"
+	}
+	return fmt.Sprintf("median %.0f max %.0f (%s)", s.Median, s.Max, s.MaxAgent)
 }
 
 func medianOf(xs []float64) float64 {
