@@ -29,6 +29,11 @@ type fleetResult struct {
 	MedianObserverCPU float64 `json:"median_observer_cpu"`
 	MedianRSSMB       float64 `json:"median_rss_mb"`
 	MaxRSSMB          float64 `json:"max_rss_mb"`
+	// ExactCPU is CPU over Window again, as a share of one core, from
+	// every thread's exact run time (cpuNS): the figures above have a
+	// 10 ms grain, a tenth of a median agent's share over a 20 s window,
+	// too coarse to compare two fleets' medians against 1.2×.
+	ExactCPU *agentSpread `json:"cpu_exact,omitempty"`
 	// OpenFiles (entries of /proc/PID/fd) and Goroutines (the agent's own
 	// go_goroutines) are read at the end of Window. Results from before
 	// they were measured load with both nil.
@@ -97,8 +102,10 @@ func measureFleet(ctx context.Context, o *options, n, voters, trials int, window
 	time.Sleep(10 * time.Second)
 	leader := c.index(ag.Leader)
 	start := make([]procSample, n)
+	startNS := make([]exactCPU, n)
 	for i, a := range c.agents {
 		start[i] = readProc(a.pid())
+		startNS[i] = readExactCPU(a.pid())
 	}
 	select {
 	case <-ctx.Done():
@@ -106,11 +113,14 @@ func measureFleet(ctx context.Context, o *options, n, voters, trials int, window
 	case <-time.After(window):
 	}
 	var all, obs, rss []float64
-	var fds, gor []agentValue
+	var exact, fds, gor []agentValue
 	for i, a := range c.agents {
 		end := readProc(a.pid())
 		if !end.exists || !start[i].exists {
 			continue
+		}
+		if endNS := readExactCPU(a.pid()); endNS.ok && startNS[i].ok {
+			exact = append(exact, agentValue{Agent: a.name, Observer: i >= voters, Value: endNS.shareSince(startNS[i])})
 		}
 		// Counted before the goroutine scrape below, whose connection
 		// would add a descriptor to the agent.
@@ -143,8 +153,9 @@ func measureFleet(ctx context.Context, o *options, n, voters, trials int, window
 			o.logf("fleet n=%d: %v", n, err)
 		}
 	}
-	res.OpenFiles, res.Goroutines = spreadOf(fds), spreadOf(gor)
-	o.logf("fleet n=%d: leader cpu %.2f%%, median %.2f%%, max %.2f%%, median rss %.1f MB, open files %s, goroutines %s", n, 100*res.LeaderCPU, 100*res.MedianCPU, 100*res.MaxCPU, res.MedianRSSMB, res.OpenFiles, res.Goroutines)
+	res.ExactCPU, res.OpenFiles, res.Goroutines = spreadOf(exact), spreadOf(fds), spreadOf(gor)
+	o.logf("fleet n=%d: leader cpu %.2f%%, median %.2f%%, max %.2f%%, median rss %.1f MB", n, 100*res.LeaderCPU, 100*res.MedianCPU, 100*res.MaxCPU, res.MedianRSSMB)
+	o.logf("fleet n=%d: exact cpu %% %s, open files %s, goroutines %s", n, res.ExactCPU.scaled(100), res.OpenFiles, res.Goroutines)
 
 	observers := map[int]bool{}
 	for i := voters; i < n; i++ {
@@ -225,11 +236,33 @@ func spreadOf(vs []agentValue) *agentSpread {
 }
 
 // String is the spread for the progress log.
-func (s *agentSpread) String() string {
+func (s *agentSpread) String() string { return s.scaled(1) }
+
+// scaled is String with the values multiplied by k (100: a share as a
+// percentage).
+func (s *agentSpread) scaled(k float64) string {
 	if s == nil {
 		return "unread"
 	}
-	return fmt.Sprintf("median %.0f max %.0f (%s)", s.Median, s.Max, s.MaxAgent)
+	return fmt.Sprintf("median %.3g max %.3g (%s)", k*s.Median, k*s.Max, s.MaxAgent)
+}
+
+// exactCPU is a process's exact CPU time at one moment.
+type exactCPU struct {
+	at time.Time
+	ns int64
+	ok bool
+}
+
+// readExactCPU samples cpuNS; ok is false when the process is gone.
+func readExactCPU(pid int) exactCPU {
+	ns, err := cpuNS(pid)
+	return exactCPU{at: time.Now(), ns: ns, ok: err == nil}
+}
+
+// shareSince is the share of one core used between then and e.
+func (e exactCPU) shareSince(then exactCPU) float64 {
+	return float64(e.ns-then.ns) / float64(e.at.Sub(then.at))
 }
 
 func medianOf(xs []float64) float64 {

@@ -77,12 +77,12 @@ func TestSpreadOfNamesAVoterWorst(t *testing.T) {
 	if *s != want {
 		t.Fatalf("spread = %+v, want %+v", *s, want)
 	}
-	if got := spreadWorst(s); got != "40 (n1, a voter; observers ≤ 14)" {
+	if got := spreadWorst(s, count); got != "40 (n1, a voter; observers ≤ 14)" {
 		t.Errorf("worst cell = %q", got)
 	}
 	s = spreadOf([]agentValue{{Agent: "n1", Value: 9}, {Agent: "n4", Observer: true, Value: 15}})
-	if s.MaxAgent != "n4" || s.MaxIsVoter || spreadWorst(s) != "15" {
-		t.Errorf("observer worst: %+v, cell %q", *s, spreadWorst(s))
+	if s.MaxAgent != "n4" || s.MaxIsVoter || spreadWorst(s, count) != "15" {
+		t.Errorf("observer worst: %+v, cell %q", *s, spreadWorst(s, count))
 	}
 }
 
@@ -109,7 +109,8 @@ func TestFleetAgentTableAndRatio(t *testing.T) {
 		t.Fatalf("old fleet row loaded as %+v", res.Fleet)
 	}
 	row := func(n int, flags []string, cpu, rss, files, gor float64) fleetResult {
-		return fleetResult{N: n, Voters: 3, Flags: flags, Running: n, MedianCPU: cpu, MaxCPU: 3 * cpu, MedianRSSMB: rss, MaxRSSMB: rss + 8,
+		return fleetResult{N: n, Voters: 3, Flags: flags, Running: n, MedianCPU: 0.005, MaxCPU: 0.02, MedianRSSMB: rss, MaxRSSMB: rss + 8,
+			ExactCPU:   &agentSpread{Median: cpu, Max: 3 * cpu, MaxAgent: "n1", MaxIsVoter: true, MaxObserver: 2 * cpu},
 			OpenFiles:  &agentSpread{Median: files, Max: files + float64(n), MaxAgent: "n2", MaxIsVoter: true, MaxObserver: files + 2},
 			Goroutines: &agentSpread{Median: gor, Max: gor + 1, MaxAgent: "n9"}}
 	}
@@ -128,10 +129,10 @@ func TestFleetAgentTableAndRatio(t *testing.T) {
 	md := string(b)
 	for _, want := range []string{
 		// The old row: CPU and RSS, nothing for what it did not measure.
-		"| 100 | 3 | defaults | 0.45 % | 2.84 % | 24.4 MB | 32.5 MB | — | — | — | — |",
-		"| 25 | 3 | defaults | 0.45 % | 1.35 % | 25.0 MB | 33.0 MB | 20 | 45 (n2, a voter; observers ≤ 22) | 48 | 49 |",
+		"| 100 | 3 | defaults | 0.45 % (ticks) | 2.84 % (ticks) | 24.4 MB | 32.5 MB | — | — | — | — |",
+		"| 25 | 3 | defaults | 0.45 % | 1.35 % (n1, a voter; observers ≤ 0.90 %) | 25.0 MB | 33.0 MB | 20 | 45 (n2, a voter; observers ≤ 22) | 48 | 49 |",
 		"| 500 | 3 | defaults | did not agree |",
-		// 250 ÷ 25 at the defaults: CPU 1.02, RSS 1.20 (at the goal), open
+		// 250 ÷ 25 at the defaults: CPU 1.02 (exact; the ticks say 1.00), RSS 1.20 (at the goal), open
 		// files 1.20, goroutines 1.04. The 100 and the failed 500 lie
 		// between or do not count; the wan row has no partner.
 		"| **250 ÷ 25** | 3 | defaults | 1.02× yes | | 1.20× yes | | 1.20× yes | | 1.04× yes | |",
@@ -144,6 +145,14 @@ func TestFleetAgentTableAndRatio(t *testing.T) {
 	if strings.Count(md, "÷ 25** |") != 1 || strings.Contains(md, "250 ÷ 250") {
 		t.Error("a ratio row for a setting with a single size")
 	}
+
+	// Without exact CPU on one side the ratio falls back to the ticks.
+	exact := res.Fleet[2].ExactCPU
+	res.Fleet[2].ExactCPU = nil
+	if got := (fleetRatio{Small: res.Fleet[2], Big: res.Fleet[1]}).Medians()[0]; got != 1 {
+		t.Errorf("CPU ratio without exact CPU on the small fleet = %v, want the ticks' 1", got)
+	}
+	res.Fleet[2].ExactCPU = exact
 
 	// A median over the goal fails the row and the target.
 	res.Fleet[1].Goroutines.Median = 60

@@ -416,8 +416,9 @@ type fleetRatio struct {
 	Small, Big fleetResult
 }
 
-// Medians are Big's per-agent medians over Small's: CPU, RSS, open files
-// and goroutines, each 0 where either side lacks the figure.
+// Medians are Big's per-agent medians over Small's: CPU (exact where both
+// have it), RSS, open files and goroutines, each 0 where either side
+// lacks the figure.
 func (r fleetRatio) Medians() [4]float64 {
 	div := func(a, b float64) float64 {
 		if a <= 0 || b <= 0 {
@@ -431,8 +432,12 @@ func (r fleetRatio) Medians() [4]float64 {
 		}
 		return s.Median
 	}
+	cpu := div(r.Big.MedianCPU, r.Small.MedianCPU)
+	if r.Big.ExactCPU != nil && r.Small.ExactCPU != nil {
+		cpu = div(r.Big.ExactCPU.Median, r.Small.ExactCPU.Median)
+	}
 	return [4]float64{
-		div(r.Big.MedianCPU, r.Small.MedianCPU),
+		cpu,
 		div(r.Big.MedianRSSMB, r.Small.MedianRSSMB),
 		div(spread(r.Big.OpenFiles), spread(r.Small.OpenFiles)),
 		div(spread(r.Big.Goroutines), spread(r.Small.Goroutines)),
@@ -482,10 +487,10 @@ func ratioCell(x float64) string {
 // smallest's.
 func writeFleetAgents(w func(string, ...any), fleet []fleetResult) {
 	w("### Per agent: CPU, memory, open files and goroutines\n\n")
-	w("The fleets above, one row each, read per agent: CPU over the idle window as above; RSS (`VmRSS` of `/proc/PID/status`), open files (entries of `/proc/PID/fd`) and goroutines (`go_goroutines` from the agent's `GET /metrics` on its socket, read after every agent's other figures) at the window's end. ")
+	w("The fleets above, one row each, read per agent: CPU over the idle window as a share of one core, from every thread's exact run time (`/proc/PID/task/*/schedstat`; rows measured before it was read show the table above's tick-sampled figures, marked *ticks*, whose 10 ms grain is a tenth of an observer's share over 20 s); RSS (`VmRSS` of `/proc/PID/status`), open files (entries of `/proc/PID/fd`) and goroutines (`go_goroutines` from the agent's `GET /metrics` on its socket, read after every agent's other figures) at the window's end. ")
 	w("*Median* is over every agent that ran through the window, *worst* the largest; a worst open-files or goroutine count held by a voter names it, with the worst observer beside it: observers probe the voters, so a voter's connections grow with the fleet while an observer's should not. ")
 	w("The bench's own watch stream to each agent is one open file and a few goroutines of every count. ")
-	w("A ratio row divides each median at the largest fleet by the median at the smallest fleet of the same voters and flags: *yes* when it is at most %.1f× (the issue asks for 250 ÷ 25). CPU medians come from different runs and loads, so their ratio moves with the machine's load.\n\n", fleetRatioGoal)
+	w("A ratio row divides each median at the largest fleet by the median at the smallest fleet of the same voters and flags: *yes* when it is at most %.1f× (the issue asks for 250 ÷ 25). CPU is compared exactly only where both rows have it; the fleets ran one after the other, under whatever else the machine ran then (the load column above), so the CPU ratio moves with the load.\n\n", fleetRatioGoal)
 	w("| agents | voters | flags | median CPU | worst CPU | median RSS | worst RSS | median open files | worst open files | median goroutines | worst goroutines |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	rows := slices.Clone(fleet)
 	slices.SortStableFunc(rows, func(a, b fleetResult) int {
@@ -502,9 +507,13 @@ func writeFleetAgents(w func(string, ...any), fleet []fleetResult) {
 			w("| %d | %d | %s | did not agree | | | | | | | |\n", f.N, f.Voters, flagString(f.Flags))
 			continue
 		}
-		w("| %d | %d | %s | %.2f %% | %.2f %% | %.1f MB | %.1f MB | %s | %s | %s | %s |\n", f.N, f.Voters, flagString(f.Flags),
-			100*f.MedianCPU, 100*f.MaxCPU, f.MedianRSSMB, f.MaxRSSMB,
-			spreadMedian(f.OpenFiles), spreadWorst(f.OpenFiles), spreadMedian(f.Goroutines), spreadWorst(f.Goroutines))
+		cpuMed, cpuWorst := spreadMedian(f.ExactCPU, pct), spreadWorst(f.ExactCPU, pct)
+		if f.ExactCPU == nil {
+			cpuMed, cpuWorst = pct(f.MedianCPU)+" (ticks)", pct(f.MaxCPU)+" (ticks)"
+		}
+		w("| %d | %d | %s | %s | %s | %.1f MB | %.1f MB | %s | %s | %s | %s |\n", f.N, f.Voters, flagString(f.Flags),
+			cpuMed, cpuWorst, f.MedianRSSMB, f.MaxRSSMB,
+			spreadMedian(f.OpenFiles, count), spreadWorst(f.OpenFiles, count), spreadMedian(f.Goroutines, count), spreadWorst(f.Goroutines, count))
 	}
 	for _, r := range fleetRatios(fleet) {
 		m := r.Medians()
@@ -514,23 +523,29 @@ func writeFleetAgents(w func(string, ...any), fleet []fleetResult) {
 	w("\n")
 }
 
-// spreadMedian shows a spread's median ("—" for results from before it
-// was measured).
-func spreadMedian(s *agentSpread) string {
+// pct shows a share of one core as a percentage.
+func pct(x float64) string { return fmt.Sprintf("%.2f %%", 100*x) }
+
+// count shows a count.
+func count(x float64) string { return fmt.Sprintf("%.0f", x) }
+
+// spreadMedian shows a spread's median with show ("—" for results from
+// before it was measured).
+func spreadMedian(s *agentSpread, show func(float64) string) string {
 	if s == nil {
 		return "—"
 	}
-	return fmt.Sprintf("%.0f", s.Median)
+	return show(s.Median)
 }
 
 // spreadWorst shows a spread's worst value, naming the agent when it is a
 // voter, with the worst observer beside it.
-func spreadWorst(s *agentSpread) string {
+func spreadWorst(s *agentSpread, show func(float64) string) string {
 	if s == nil {
 		return "—"
 	}
 	if s.MaxIsVoter {
-		return fmt.Sprintf("%.0f (%s, a voter; observers ≤ %.0f)", s.Max, s.MaxAgent, s.MaxObserver)
+		return fmt.Sprintf("%s (%s, a voter; observers ≤ %s)", show(s.Max), s.MaxAgent, show(s.MaxObserver))
 	}
-	return fmt.Sprintf("%.0f", s.Max)
+	return show(s.Max)
 }
