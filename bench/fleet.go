@@ -29,7 +29,17 @@ type fleetResult struct {
 	MedianObserverCPU float64 `json:"median_observer_cpu"`
 	MedianRSSMB       float64 `json:"median_rss_mb"`
 	MaxRSSMB          float64 `json:"max_rss_mb"`
-	Running           int     `json:"running"`
+	// ExactCPU is CPU over Window again, as a share of one core, from
+	// every thread's exact run time (cpuNS): the figures above have a
+	// 10 ms grain, a tenth of a median agent's share over a 20 s window,
+	// too coarse to compare two fleets' medians against 1.2×.
+	ExactCPU *agentSpread `json:"cpu_exact,omitempty"`
+	// OpenFiles (entries of /proc/PID/fd) and Goroutines (the agent's own
+	// go_goroutines) are read at the end of Window. Results from before
+	// they were measured load with both nil.
+	OpenFiles  *agentSpread `json:"open_files,omitempty"`
+	Goroutines *agentSpread `json:"goroutines,omitempty"`
+	Running    int          `json:"running"`
 	// Failovers: per SIGKILL of the leader, until the surviving voters
 	// agree on a new leader, and until every surviving agent does.
 	VotersAgree []time.Duration `json:"voters_agree_ns"`
@@ -92,8 +102,10 @@ func measureFleet(ctx context.Context, o *options, n, voters, trials int, window
 	time.Sleep(10 * time.Second)
 	leader := c.index(ag.Leader)
 	start := make([]procSample, n)
+	startNS := make([]exactCPU, n)
 	for i, a := range c.agents {
 		start[i] = readProc(a.pid())
+		startNS[i] = readExactCPU(a.pid())
 	}
 	select {
 	case <-ctx.Done():
@@ -101,10 +113,19 @@ func measureFleet(ctx context.Context, o *options, n, voters, trials int, window
 	case <-time.After(window):
 	}
 	var all, obs, rss []float64
+	var exact, fds, gor []agentValue
 	for i, a := range c.agents {
 		end := readProc(a.pid())
 		if !end.exists || !start[i].exists {
 			continue
+		}
+		if endNS := readExactCPU(a.pid()); endNS.ok && startNS[i].ok {
+			exact = append(exact, agentValue{Agent: a.name, Observer: i >= voters, Value: endNS.shareSince(startNS[i])})
+		}
+		// Counted before the goroutine scrape below, whose connection
+		// would add a descriptor to the agent.
+		if n, err := openFiles(a.pid()); err == nil {
+			fds = append(fds, agentValue{Agent: a.name, Observer: i >= voters, Value: float64(n)})
 		}
 		res.Running++
 		cpu := float64(end.cpu-start[i].cpu) / float64(end.at.Sub(start[i].at))
@@ -120,7 +141,21 @@ func measureFleet(ctx context.Context, o *options, n, voters, trials int, window
 	res.MedianCPU, res.MaxCPU = medianOf(all), slices.Max(all)
 	res.MedianObserverCPU = medianOf(obs)
 	res.MedianRSSMB, res.MaxRSSMB = medianOf(rss), slices.Max(rss)
+	// A second pass: scraping /metrics costs the agent a little CPU,
+	// which must not fall into any agent's window above.
+	for i, a := range c.agents {
+		if !a.running() {
+			continue
+		}
+		if g, err := a.goroutines(ctx); err == nil {
+			gor = append(gor, agentValue{Agent: a.name, Observer: i >= voters, Value: g})
+		} else {
+			o.logf("fleet n=%d: %v", n, err)
+		}
+	}
+	res.ExactCPU, res.OpenFiles, res.Goroutines = spreadOf(exact), spreadOf(fds), spreadOf(gor)
 	o.logf("fleet n=%d: leader cpu %.2f%%, median %.2f%%, max %.2f%%, median rss %.1f MB", n, 100*res.LeaderCPU, 100*res.MedianCPU, 100*res.MaxCPU, res.MedianRSSMB)
+	o.logf("fleet n=%d: exact cpu %% %s, open files %s, goroutines %s", n, res.ExactCPU.scaled(100), res.OpenFiles, res.Goroutines)
 
 	observers := map[int]bool{}
 	for i := voters; i < n; i++ {
@@ -155,6 +190,79 @@ func measureFleet(ctx context.Context, o *options, n, voters, trials int, window
 	}
 	res.Load[1] = loadAvg()
 	return res, nil
+}
+
+// agentValue is one agent's reading of a per-agent figure.
+type agentValue struct {
+	Agent    string
+	Observer bool
+	Value    float64
+}
+
+// agentSpread is a per-agent figure over a fleet: its median and worst
+// over every agent read, and over the observers alone, whose number is
+// what grows with the fleet.
+type agentSpread struct {
+	Median float64 `json:"median"`
+	Max    float64 `json:"max"`
+	// MaxAgent names the agent with the worst value (the first of equals).
+	MaxAgent       string  `json:"max_agent"`
+	MaxIsVoter     bool    `json:"max_is_voter,omitempty"`
+	MedianObserver float64 `json:"median_observer"`
+	MaxObserver    float64 `json:"max_observer"`
+	// Read is how many agents gave a value (a failed read leaves one out).
+	Read int `json:"read"`
+}
+
+// spreadOf summarises per-agent readings; nil when there are none.
+func spreadOf(vs []agentValue) *agentSpread {
+	if len(vs) == 0 {
+		return nil
+	}
+	s := &agentSpread{Read: len(vs), Max: vs[0].Value, MaxAgent: vs[0].Agent, MaxIsVoter: !vs[0].Observer}
+	var all, obs []float64
+	for _, v := range vs {
+		all = append(all, v.Value)
+		if v.Observer {
+			obs = append(obs, v.Value)
+			s.MaxObserver = max(s.MaxObserver, v.Value)
+		}
+		if v.Value > s.Max {
+			s.Max, s.MaxAgent, s.MaxIsVoter = v.Value, v.Agent, !v.Observer
+		}
+	}
+	s.Median, s.MedianObserver = medianOf(all), medianOf(obs)
+	return s
+}
+
+// String is the spread for the progress log.
+func (s *agentSpread) String() string { return s.scaled(1) }
+
+// scaled is String with the values multiplied by k (100: a share as a
+// percentage).
+func (s *agentSpread) scaled(k float64) string {
+	if s == nil {
+		return "unread"
+	}
+	return fmt.Sprintf("median %.3g max %.3g (%s)", k*s.Median, k*s.Max, s.MaxAgent)
+}
+
+// exactCPU is a process's exact CPU time at one moment.
+type exactCPU struct {
+	at time.Time
+	ns int64
+	ok bool
+}
+
+// readExactCPU samples cpuNS; ok is false when the process is gone.
+func readExactCPU(pid int) exactCPU {
+	ns, err := cpuNS(pid)
+	return exactCPU{at: time.Now(), ns: ns, ok: err == nil}
+}
+
+// shareSince is the share of one core used between then and e.
+func (e exactCPU) shareSince(then exactCPU) float64 {
+	return float64(e.ns-then.ns) / float64(e.at.Sub(then.at))
 }
 
 func medianOf(xs []float64) float64 {

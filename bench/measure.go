@@ -193,6 +193,36 @@ func (a *agentProc) metrics(ctx context.Context) (map[string]float64, error) {
 	return parseMetrics(bufio.NewScanner(resp.Body))
 }
 
+// goroutines reads the agent's go_goroutines from its /metrics.
+func (a *agentProc) goroutines(ctx context.Context) (float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	m, err := a.metrics(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return goroutinesOf(m, a.name)
+}
+
+// goroutinesOf picks go_goroutines out of a parsed /metrics; name says
+// whose metrics they are in the error.
+func goroutinesOf(m map[string]float64, name string) (float64, error) {
+	g, ok := m["go_goroutines"]
+	if !ok {
+		return 0, fmt.Errorf("%s metrics: no go_goroutines", name)
+	}
+	return g, nil
+}
+
+// openFiles counts a process's open file descriptors (/proc/PID/fd).
+func openFiles(pid int) (int, error) {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return 0, fmt.Errorf("open files: %w", err)
+	}
+	return len(ents), nil
+}
+
 // parseMetrics reads the Prometheus text format's sample lines.
 func parseMetrics(sc *bufio.Scanner) (map[string]float64, error) {
 	out := make(map[string]float64)
