@@ -121,6 +121,11 @@ type peerState struct {
 	// probed: the prober keeps this member's reachability known
 	// (SetProbed; guarded by Host.mu).
 	probed bool
+	// senderOnce starts the member's sender at the first message queued
+	// for it: an observer sends nothing to the other observers, and a
+	// sender goroutine per member made its goroutines grow with the
+	// fleet.
+	senderOnce sync.Once
 }
 
 func newPeerState(id protocols.ID, pid peer.ID, addr ma.Multiaddr, queueLen int) *peerState {
@@ -378,8 +383,6 @@ func (t *Host) SetPeer(id protocols.ID, peerID string, addr string) error {
 	ps.probed = !t.unprobed[id]
 	t.peers[id] = ps
 	t.byPeer[pid] = id
-	t.wg.Add(1)
-	go t.runSender(ps)
 	t.mu.Unlock()
 	t.kickProber() // a new member is probed at the fast speed
 
@@ -534,6 +537,11 @@ func (t *Host) enqueue(to protocols.ID, unit []protocols.Message) {
 		return
 	}
 	t.sending(ps)
+	ps.senderOnce.Do(func() {
+		// Under t.mu with t.closed false: Close has not begun waiting.
+		t.wg.Add(1)
+		go t.runSender(ps)
+	})
 	for {
 		q := ps.queued.Load()
 		if q >= int64(t.cfg.QueueLen) {

@@ -1,6 +1,9 @@
 package transport
 
 import (
+	"bytes"
+	"runtime/pprof"
+	"strings"
 	"testing"
 	"time"
 
@@ -272,5 +275,33 @@ func TestProberSleepsUntilDue(t *testing.T) {
 				t.Errorf("%s: member %d was probed, but none is due", c.name, ps.id)
 			}
 		}
+	}
+}
+
+// TestSenderStartsAtFirstMessage: admitting members starts no goroutine
+// per member; the first message queued for one starts its sender. An
+// observer sends nothing to the other observers, and a sender started at
+// admission made its goroutines grow by one per member of the fleet.
+func TestSenderStartsAtFirstMessage(t *testing.T) {
+	senders := func() int {
+		var buf bytes.Buffer
+		_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
+		return strings.Count(buf.String(), "transport.(*Host).runSender")
+	}
+	a := newTestHost(t, 1, nil)
+	peers := []*testHost{newTestHost(t, 2, nil), newTestHost(t, 3, nil), newTestHost(t, 4, nil)}
+	before := senders()
+	for _, p := range peers {
+		a.SetProbed(p.cfg.Self, false)
+		admit(t, a, p)
+		admit(t, p, a)
+	}
+	if n := senders() - before; n != 0 {
+		t.Errorf("admitting 3 members started %d sender goroutines, want none before a message", n)
+	}
+	a.Send(3, protocols.Message{Kind: protocols.MsgHeartbeat, From: 1, To: 3})
+	waitUntil(t, "member 3 to receive", func() bool { return len(peers[1].Inbound()) > 0 })
+	if n := senders() - before; n != 1 {
+		t.Errorf("after one message to one member, %d sender goroutines run, want 1", n)
 	}
 }
