@@ -63,9 +63,22 @@ func singleSeedSplit(t *testing.T, proto string) {
 		if !flagSet("rejoin-trials") {
 			trials = 1
 		}
+	} else {
+		// The seed must die before its first election: at the shipped
+		// 200 ms it elects itself 200–300 ms after its start, before the
+		// others have joined whenever a join is slow (the machine is
+		// loaded, or a first SYN is lost: "Seen and left alone"), and a
+		// seed that led heartbeated the others, whose detectors then
+		// suspect it at once. Trials in which it led anyway are set up
+		// again.
+		c.electionKeys = "election_timeout = \"1s\"\n"
+		for _, h := range c.hosts {
+			c.configure(h, h.id)
+		}
 	}
 	var took []time.Duration
-	for trial := range trials {
+	redone, failed := 0, 0
+	for trial := 0; trial < trials; {
 		for _, h := range c.hosts {
 			wipe(t, h)
 		}
@@ -79,26 +92,42 @@ func singleSeedSplit(t *testing.T, proto string) {
 			ms, err := members(n1)
 			return err == nil && len(ms) == 4, fmt.Sprint(ms, err)
 		})
+		st, err := n1.status()
 		c.kill(n1)
 		killed := time.Now()
-		var why string
+		if err != nil || st.Leader != "" {
+			redone++
+			if redone > 3*trials {
+				t.Fatalf("n1 had elected a leader (or did not answer) before its death in %d setups: %v %v", redone, st.Leader, err)
+			}
+			for _, h := range c.hosts {
+				c.kill(h)
+			}
+			continue
+		}
+		trial++
+		// Every trial runs, and a late one fails the test without
+		// ending it: the count of failed trials is a figure.
 		for {
-			var ok bool
-			if ok, why = agree(n2, n3, n4); ok {
+			ok, why := agree(n2, n3, n4)
+			d := time.Since(killed)
+			if ok && d <= deadline {
+				took = append(took, d)
+				t.Logf("trial %d: n2, n3 and n4 agreed %v after n1's death", trial, d)
 				break
 			}
-			if time.Since(killed) > deadline {
-				t.Fatalf("trial %d: n2, n3 and n4 did not find each other and elect within %v of n1's death: %s", trial+1, deadline, why)
+			if ok || d > deadline {
+				failed++
+				t.Errorf("trial %d: n2, n3 and n4 did not find each other and elect within %v of n1's death (%v): %s", trial, deadline, d.Round(time.Millisecond), why)
+				break
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		took = append(took, time.Since(killed))
-		t.Logf("trial %d: n2, n3 and n4 agreed %v after n1's death", trial+1, took[len(took)-1])
 		for _, h := range c.hosts {
 			c.kill(h)
 		}
 	}
-	t.Logf("%s: n1 killed; n2, n3 and n4 agreed on a leader after %v", proto, summary(took))
+	t.Logf("%s: n1 killed before any election; n2, n3 and n4 agreed on a leader after %v; %d of %d trials failed; %d setups redone (n1 had led)", proto, summary(took), failed, trials, redone)
 }
 
 // TestSingleSeedNoWayBack: n2 and n3 join only through n1, which dies
