@@ -21,8 +21,9 @@ import (
 var rejoinTrials = flag.Int("rejoin-trials", 3, "trials of the single-seed split and wiped-restart tests (20 for docs/multihost.md)")
 
 // splitDeadline bounds how long the survivors of a dead seed may take to
-// find each other and elect: the target of docs/multihost.md ("Cut off").
-// It is a failure deadline; the measured times are logged and go there.
+// find each other and elect: the target of docs/multihost.md ("The
+// split's tail"). It is a failure deadline; the measured times are logged
+// and go there.
 const splitDeadline = 5 * time.Second
 
 // bootDeadline is splitDeadline for majority, whose first election in a
@@ -34,8 +35,8 @@ const bootDeadline = 12 * time.Second
 
 // TestSingleSeedSplit: n1 is the seed everyone joins through. n4 joins
 // first; then n2 and n3 start at the same instant, and n1 is killed as
-// soon as it lists them, typically 60 ms after its own start and before
-// any election: n2 and n3 may each have been answered by n1 before it
+// soon as it lists them, before its first election (a setup in which it
+// led is made again): n2 and n3 may each have been answered by n1 before it
 // merged the other (memberlist answers a push-pull before it merges the
 // asker's state), and n1 does not live to gossip. They find each other
 // through n4, the third member both learned from n1, and the three must
