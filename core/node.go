@@ -260,6 +260,9 @@ type Node struct {
 	live      *Liveness
 	watching  map[protocols.ID]bool
 	suspected map[protocols.ID]bool
+	// unreached are the live members last told to a protocols.ReachSetter
+	// as not reached by the transport (core/reach.go).
+	unreached map[protocols.ID]bool
 	// priorityDue holds suspected members whose gossip priority changed:
 	// the protocol gets it once the suspicion clears (priorityChanged).
 	priorityDue map[protocols.ID]bool
@@ -382,6 +385,7 @@ func New(cfg Config) (*Node, error) {
 // Tick advances time: the protocol's timers, the detectors, the
 // observers' announcements and consistent reads' deadlines.
 func (n *Node) Tick(now protocols.Time) {
+	n.tellReach(now)
 	n.proto.Tick(now)
 	n.checkDetectors(now)
 	n.expireSessions(now)

@@ -215,6 +215,19 @@ type CandidacySetter interface {
 	SetCandidacy(now Time, c Candidacy)
 }
 
+// ReachSetter is implemented by protocols that read the transport's view
+// of a member beside the failure detector's: a detector suspects only a
+// member that used to send to this node, so a member that dies before it
+// ever sent anything stays live until gossip declares it dead, seconds
+// later. The driver calls SetUnreached for a live member the transport
+// fails to reach, and again with false once it reaches it; like every
+// input it changes nothing but the protocol's state (see Deadliner). The
+// driver may stop telling while the protocol knows a leader, so a
+// protocol reads it only while it knows none.
+type ReachSetter interface {
+	SetUnreached(now Time, id ID, unreached bool)
+}
+
 // TransferCounts counts the leadership hand-overs a node started, by
 // reason: an operator's Resign, its own failing health, a voter of higher
 // priority.

@@ -74,6 +74,9 @@ type Node struct {
 	// askedIn is the coordinator epoch in which this follower last ran an
 	// election on an ELECTION from below (vouchesFor).
 	askedIn uint64
+	// unreached are the live members the transport fails to reach
+	// (SetUnreached), read only while no coordinator is known.
+	unreached map[protocols.ID]bool
 
 	out protocols.Outbox
 }
@@ -398,8 +401,29 @@ func (n *Node) Tick(now protocols.Time) {
 // it can start the election (highest.WaitsForLeader). Without it a
 // restarted preferred node took leadership at once, before its delay,
 // when the coordinator's heartbeats had not reached it yet.
+//
+// A member below that the transport does not reach is not waited for: it
+// will start no election. A seed killed before the first election was
+// never heartbeated nor watched, so no detector suspects it, and every
+// member above it waited for gossip to declare it dead (about 5 s).
 func (n *Node) waitsForLeader() bool {
-	return highest.WaitsForLeader(n.members, n.id, n.stable, n.now)
+	return highest.WaitsForLeaderReached(n.members, n.id, n.stable, n.now, n.unreached)
+}
+
+var _ protocols.ReachSetter = (*Node)(nil)
+
+// SetUnreached implements protocols.ReachSetter: it records whether the
+// transport fails to reach live member id. Only waitsForLeader reads it.
+func (n *Node) SetUnreached(now protocols.Time, id protocols.ID, unreached bool) {
+	n.now = now
+	if !unreached {
+		delete(n.unreached, id)
+		return
+	}
+	if n.unreached == nil {
+		n.unreached = make(map[protocols.ID]bool)
+	}
+	n.unreached[id] = true
 }
 
 // NextDeadline implements protocols.Deadliner; it mirrors Tick, so both

@@ -411,11 +411,22 @@ func (s Stability) Delay() time.Duration { return s.delay }
 // so delayed — every member below self ineligible — waits at most the
 // preempt delay.
 func WaitsForLeader(r *Roster, self protocols.ID, s Stability, now protocols.Time) bool {
+	return WaitsForLeaderReached(r, self, s, now, nil)
+}
+
+// WaitsForLeaderReached is WaitsForLeader counting only the members below
+// self that unreached does not name (nil names none): a member the
+// transport fails to reach will not start the election. Without it a
+// seed killed before any election, and so before anyone heartbeated it
+// or watched it, kept every member above it waiting until gossip
+// declared it dead or the preempt delay ran out: 5 s at the defaults
+// (docs/multihost.md, "The split's tail").
+func WaitsForLeaderReached(r *Roster, self protocols.ID, s Stability, now protocols.Time, unreached map[protocols.ID]bool) bool {
 	if s.Stable(now) {
 		return false
 	}
 	for _, id := range r.ids {
-		if id != self && r.Live(id) && r.Above(self, id) {
+		if id != self && r.Live(id) && r.Above(self, id) && !unreached[id] {
 			return true
 		}
 	}
