@@ -323,3 +323,51 @@ func (n *Node) RejoinViewInto(now protocols.Time, buf []RejoinMember) (voters []
 	}
 	return voters, members
 }
+
+// RejoinRecheck is how often at most a shell's loop asks Rejoin before
+// the plan's own wake. A plan's Next is a latest: news — a member the
+// transport stopped reaching, such as one restarted under a new identity
+// that knows nobody — starts a round at once only if the plan hears of
+// it, and waiting for the planned wake (0.5 s while all is well, up to
+// 30 s while cut off) delayed a wiped member's rejoin by that much.
+// Asking costs a walk over the member list.
+const RejoinRecheck = 100 * time.Millisecond
+
+// RejoinCheck is how a shell runs a Rejoin on its loop: the agent's
+// rejoin glue and the simulator's core mode both ask it after their
+// inputs, and carry out the joins of the plans it returns. Rejoin is per
+// agent, not per election (every election shares one membership), and
+// counts in wall time, so it sits beside the default election's Node
+// rather than inside it; the shell supplies what only it knows (its own
+// gossip address, gossip.join, the member snapshot) and performs the
+// joins. The zero value is ready once Rejoin is set. It is not safe for
+// concurrent use.
+type RejoinCheck struct {
+	// Rejoin is the policy; the shell sets it before the first Ask.
+	Rejoin *Rejoin
+	// due is when the last plan asked to be asked again, asked when it
+	// was asked.
+	due, asked time.Time
+	// view is the member slice the last ask filled, reused by the next.
+	view []RejoinMember
+}
+
+// Due reports whether a plan is due at now: its planned wake has come, or
+// RejoinRecheck has passed since the last ask. A shell that gets false
+// does nothing more this time round.
+func (g *RejoinCheck) Due(now time.Time) bool {
+	return !now.Before(g.due) || now.Sub(g.asked) >= RejoinRecheck
+}
+
+// Ask asks Rejoin for the plan at now, with in's Voters and Members taken
+// from n's view at local (the default election's node, on its clock); the
+// shell fills in's Self, SelfAddr, Join and Snapshot.
+func (g *RejoinCheck) Ask(now time.Time, n *Node, local protocols.Time, in RejoinInput) RejoinPlan {
+	g.asked = now
+	in.Now = now
+	in.Voters, in.Members = n.RejoinViewInto(local, g.view)
+	g.view = in.Members
+	p := g.Rejoin.Plan(in)
+	g.due = p.Next
+	return p
+}
