@@ -76,6 +76,11 @@ func (r *run) scanMembers() {
 			}
 		}
 	}
+	for _, on := range r.nodes {
+		if !on.crashed && !on.paused {
+			r.rejoinCheck(on)
+		}
+	}
 }
 
 func (r *run) scanMember(on *node, m int) {
@@ -95,12 +100,29 @@ func (r *run) scanMember(on *node, m int) {
 			}
 			return
 		}
-		if v.due == 0 || v.dueInc != mn.inc || v.duePeer != peer || v.dueMeta != meta {
-			v.due, v.dueInc, v.duePeer, v.dueMeta = r.now+1+randDur(r.rng, joinLagMax), mn.inc, peer, meta
+		inc := mn.inc
+		if !r.informed(on.idx, m) {
+			// It answers memberlist's probes, but no news of it
+			// reaches this observer (rejoin.go). One that knows its
+			// address but holds no state of it got the last state
+			// anyone heard, in a push-pull's answer; one that holds a
+			// state keeps it.
+			pub := r.cm.heard[m]
+			if v.known || !r.cm.knows[on.idx][m] || pub.peer == "" {
+				v.due = 0
+				return
+			}
+			inc, peer, meta = pub.inc, pub.peer, pub.meta
+		}
+		if v.due == 0 || v.dueInc != inc || v.duePeer != peer || v.dueMeta != meta {
+			v.due, v.dueInc, v.duePeer, v.dueMeta = r.now+1+randDur(r.rng, joinLagMax), inc, peer, meta
 			return
 		}
 		if r.now >= v.due {
 			v.due, v.inc, v.peer, v.meta = 0, v.dueInc, v.duePeer, v.dueMeta
+			if h := &r.cm.heard[m]; v.inc == mn.inc && v.peer == mn.cn.peerID(m) {
+				h.inc, h.peer, h.meta = v.inc, v.peer, v.meta
+			}
 			r.applyMember(on, m, membership.StateAlive)
 		}
 	case live:
@@ -161,7 +183,7 @@ func (r *run) applyMember(on *node, m int, st membership.State) {
 	mem := r.mems[m]
 	ev := membership.Member{
 		Name: mem.Name, ID: mem.ID, Priority: mem.Priority,
-		Addr:   fmt.Sprintf("10.0.0.%d:7946", m+1),
+		Addr:   memberAddr(m),
 		PeerID: v.peer, PeerAddr: fmt.Sprintf("/ip4/10.0.0.%d/tcp/7947", m+1),
 		State:  st,
 		Digest: r.nodes[m].cn.digest, DigestExt: r.nodes[m].cn.digestExt,
