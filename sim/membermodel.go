@@ -59,6 +59,10 @@ type memberView struct {
 	// until it is reaped.
 	goneAt    time.Duration
 	reapAfter time.Duration
+	// changedAt is when the observer last applied a state of the
+	// member: for broadcastWindow after it, its gossip spreads the
+	// member to the nodes it lists (rejoin.go).
+	changedAt time.Duration
 }
 
 // scanMembers advances every observer's view of every member.
@@ -84,6 +88,9 @@ func (r *run) scanMembers() {
 }
 
 func (r *run) scanMember(on *node, m int) {
+	if !r.cm.knows[on.idx][m] {
+		r.hearOf(on.idx, m)
+	}
 	mn := r.nodes[m]
 	v := &r.cm.view[on.idx][m]
 	running := !mn.crashed
@@ -179,7 +186,7 @@ func (r *run) reachable(a, b int) bool {
 // applyMember hands observer on a membership event about member m.
 func (r *run) applyMember(on *node, m int, st membership.State) {
 	v := &r.cm.view[on.idx][m]
-	v.known, v.state = true, st
+	v.known, v.state, v.changedAt = true, st, r.now
 	mem := r.mems[m]
 	ev := membership.Member{
 		Name: mem.Name, ID: mem.ID, Priority: mem.Priority,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/conclave-agent/conclave/core"
+	"github.com/conclave-agent/conclave/membership"
 )
 
 // This file is the membership model's address knowledge (core mode):
@@ -115,6 +116,31 @@ func (r *run) join(o, x int) {
 	}
 	if taught > 0 {
 		r.rec(traceRec{kind: recInput, node: int32(o), a: inputJoin, b: uint64(x), c: uint64(taught)})
+	}
+}
+
+// broadcastWindow is how long after a node applied a member's state its
+// gossip carries the member: memberlist retransmits a broadcast a few
+// times (4·log10(n+1)), to three members every 200 ms.
+const broadcastWindow = time.Second
+
+// hearOf lets observer o, which does not know m, learn m's address from
+// the gossip of a running node x that knows o and applied an alive
+// state of m within broadcastWindow: memberlist spreads changes, not
+// member lists, so a node that knows nobody hears only of members that
+// change while others gossip to it.
+func (r *run) hearOf(o, m int) {
+	k := r.cm.knows
+	for x, xn := range r.nodes {
+		if x == o || x == m || xn.crashed || xn.paused || xn.cn.c == nil || !k[x][o] || !r.conn[x][o] {
+			continue
+		}
+		v := r.cm.view[x][m]
+		if v.known && (v.state == membership.StateAlive || v.state == membership.StateSuspect) && r.now-v.changedAt <= broadcastWindow {
+			k[o][m] = true
+			r.rec(traceRec{kind: recInput, node: int32(o), a: inputHeard, b: uint64(m), c: uint64(x)})
+			return
+		}
 	}
 }
 
@@ -255,7 +281,8 @@ func (r *run) voter(i int) bool { return i < len(r.voters) }
 func memberFault(k FaultKind) bool { return k == FaultWipedRestart || k == FaultSeedSplit }
 
 // drawMemberFaults adds the address faults o.Faults names to s, each
-// with probability one half, at a random time in the fault phase. They
+// with probability 1/o.AddressFaultOdds (a schedule that draws one runs
+// the rejoin glue, and costs more), at a random time in the fault phase. They
 // are drawn from a generator of their own, seeded from the run's seed, so
 // that a schedule that draws neither is the schedule RandomSchedule drew
 // before they existed, and runs as it did.
@@ -266,7 +293,7 @@ func drawMemberFaults(seed uint64, o Options, s *Schedule) {
 	rng := rand.New(rand.NewPCG(seed, 0x61_6464_7273))
 	et := o.ElectionTimeout
 	for _, k := range []FaultKind{FaultWipedRestart, FaultSeedSplit} {
-		if !slices.Contains(o.Faults, k) || rng.IntN(2) == 0 {
+		if !slices.Contains(o.Faults, k) || rng.IntN(o.AddressFaultOdds) != o.AddressFaultOdds-1 {
 			continue
 		}
 		a := Action{At: randDur(rng, s.FaultPhase), Kind: k, Target: TargetRandom}

@@ -57,9 +57,11 @@ const (
 	// A join that taught something (b = the node joined, c = how many
 	// addresses the two learned; rejoin.go).
 	inputJoin
+	// An address heard of in gossip (b = the member, c = from whom).
+	inputHeard
 )
 
-var inputNames = [...]string{"MemberUp", "MemberDown", "Suspect", "Unsuspect", "Peer", "Gossiped", "Member", "Join"}
+var inputNames = [...]string{"MemberUp", "MemberDown", "Suspect", "Unsuspect", "Peer", "Gossiped", "Member", "Join", "Heard"}
 
 // traceRec is one line of a run's trace, kept unformatted: formatting only
 // happens when a trace is printed.
@@ -132,6 +134,8 @@ func (r *traceRec) String() string {
 			return fmt.Sprintf("%s %-3s gossiped announcement #%d", prefix, node, r.b)
 		case inputMember:
 			return fmt.Sprintf("%s %-3s member n%d %s", prefix, node, r.b+1, membership.State(r.c))
+		case inputHeard:
+			return fmt.Sprintf("%s %-3s heard of n%d from n%d", prefix, node, r.b+1, r.c+1)
 		case inputJoin:
 			return fmt.Sprintf("%s %-3s join  n%d: %d addresses learned", prefix, node, r.b+1, r.c)
 		}
