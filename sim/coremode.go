@@ -136,6 +136,9 @@ type coreRun struct {
 	// heard is, per member, the newest state of it any observer learned
 	// from its own news (rejoin.go): what a push-pull's answer carries.
 	heard []heardState
+	// wipedAt is, per node, when its wiped restart was (+1; 0: none
+	// pending), until it and the others have found each other.
+	wipedAt []time.Duration
 	// rejoin: the schedule has an address fault, and the nodes run the
 	// agent's rejoin glue (rejoin.go).
 	rejoin   bool
@@ -151,7 +154,7 @@ type coreRun struct {
 }
 
 func newCoreRun(n int) *coreRun {
-	cr := &coreRun{view: make([][]memberView, n), knows: newKnows(n), addrs: make(map[string]int, n), heard: make([]heardState, n)}
+	cr := &coreRun{view: make([][]memberView, n), knows: newKnows(n), addrs: make(map[string]int, n), heard: make([]heardState, n), wipedAt: make([]time.Duration, n)}
 	for i := range cr.view {
 		cr.view[i] = make([]memberView, n)
 		cr.addrs[memberAddr(i)] = i

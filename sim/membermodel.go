@@ -85,6 +85,7 @@ func (r *run) scanMembers() {
 			r.rejoinCheck(on)
 		}
 	}
+	r.checkWiped()
 }
 
 func (r *run) scanMember(on *node, m int) {

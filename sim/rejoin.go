@@ -42,6 +42,39 @@ import (
 // elsewhere it could change nothing, and asking core.Rejoin every 100 ms
 // on every node costs a third of a core-mode schedule's CPU.
 
+// checkWiped times every wiped node the others and it have found since
+// its restart (Stats.Rejoins); one that crashed again is dropped.
+func (r *run) checkWiped() {
+	for w, at := range r.cm.wipedAt {
+		if at == 0 {
+			continue
+		}
+		if r.nodes[w].crashed {
+			r.cm.wipedAt[w] = 0
+			continue
+		}
+		if r.foundEachOther(w) {
+			r.cm.wipedAt[w] = 0
+			r.stats.addRejoin(r.now - (at - 1))
+		}
+	}
+}
+
+// foundEachOther reports whether w and every other running node list
+// each other alive under their current identities.
+func (r *run) foundEachOther(w int) bool {
+	current := func(o, m int) bool {
+		v, mn := r.cm.view[o][m], r.nodes[m]
+		return v.known && v.state == membership.StateAlive && v.inc == mn.inc && v.peer == mn.cn.peerID(m)
+	}
+	for o, on := range r.nodes {
+		if o != w && !on.crashed && (!current(o, w) || !current(w, o)) {
+			return false
+		}
+	}
+	return true
+}
+
 // heardState is a member's state as gossip spread it: its incarnation,
 // peer id and metadata generation.
 type heardState struct {
@@ -160,6 +193,9 @@ func (r *run) heardNow(i int) {
 func (r *run) startMembers(n *node) {
 	cn, k := n.cn, r.cm.knows
 	if cn.wiped {
+		if cn.wipeKnows == nil {
+			r.cm.wipedAt[n.idx] = r.now + 1 // + 1: 0 is none
+		}
 		for j := range k[n.idx] {
 			k[n.idx][j] = slices.Contains(cn.wipeKnows, j)
 		}
