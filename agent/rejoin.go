@@ -18,26 +18,12 @@ type rejoiner interface {
 	SnapshotAddrs() []string
 }
 
-// rejoinRecheck is how often at most the loop asks core.Rejoin before the
-// plan's own wake. A plan's Next is a latest: news — a member the
-// transport stopped reaching, such as one restarted under a new identity
-// that knows nobody — starts a round at once only if the plan hears of
-// it, and waiting for the planned wake (0.5 s while all is well, up to
-// 30 s while cut off) delayed a wiped member's rejoin by that much.
-// Asking costs a walk over the member list.
-const rejoinRecheck = 100 * time.Millisecond
-
-// rejoinGlue carries out core.Rejoin's plans: the loop asks it at its
-// planned wake or rejoinRecheck after it last asked, whichever is first,
-// joins through the addresses it names, and puts its problem line in the
-// status.
+// rejoinGlue carries out core.Rejoin's plans: the loop asks it when
+// core.RejoinCheck says a plan is due, joins through the addresses it
+// names, and puts its problem line in the status. The simulator's core
+// mode runs the same core.RejoinCheck.
 type rejoinGlue struct {
-	plan *core.Rejoin
-	due  time.Time
-	// asked is when the plan was last asked.
-	asked time.Time
-	// view is the member slice the last ask filled, reused by the next.
-	view []core.RejoinMember
+	check core.RejoinCheck
 	// problem is the cut-off line, read by status requests off the loop.
 	problem atomic.Pointer[string]
 	// last is the status last published, republished with the line when
@@ -47,8 +33,9 @@ type rejoinGlue struct {
 }
 
 // checkRejoin runs on the loop after every input: when a plan is due, or
-// rejoinRecheck has passed since the last, it asks core.Rejoin, starts the
-// joins it names, and republishes the status if the cut-off line changed.
+// core.RejoinRecheck has passed since the last, it asks core.Rejoin,
+// starts the joins it names, and republishes the status if the cut-off
+// line changed.
 func (a *Agent) checkRejoin() {
 	rj, ok := a.cluster.(rejoiner)
 	if !ok {
@@ -56,19 +43,14 @@ func (a *Agent) checkRejoin() {
 	}
 	now := time.Now()
 	g := &a.rejoin
-	if now.Before(g.due) && now.Sub(g.asked) < rejoinRecheck {
+	if !g.check.Due(now) {
 		return
 	}
-	g.asked = now
-	if g.plan == nil {
-		g.plan = core.NewRejoin(core.RejoinConfig{}, rand.New(rand.NewPCG(uint64(now.UnixNano()), uint64(a.self.ID))))
+	if g.check.Rejoin == nil {
+		g.check.Rejoin = core.NewRejoin(core.RejoinConfig{}, rand.New(rand.NewPCG(uint64(now.UnixNano()), uint64(a.self.ID))))
 	}
-	in := core.RejoinInput{Now: now, Self: a.cfg.Node.Name, SelfAddr: a.gossipAddr,
-		Join: a.cfg.Gossip.Join, Snapshot: rj.SnapshotAddrs()}
-	in.Voters, in.Members = a.def().core.RejoinViewInto(a.now(), g.view)
-	g.view = in.Members
-	p := g.plan.Plan(in)
-	g.due = p.Next
+	p := g.check.Ask(now, a.def().core, a.now(), core.RejoinInput{Self: a.cfg.Node.Name, SelfAddr: a.gossipAddr,
+		Join: a.cfg.Gossip.Join, Snapshot: rj.SnapshotAddrs()})
 	if len(p.Try) > 0 {
 		a.log.Debug("rejoining gossip", zap.Strings("addrs", p.Try))
 		rj.Rejoin(p.Try)

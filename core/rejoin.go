@@ -52,6 +52,12 @@ type RejoinMember struct {
 	// answers gossip's pings but not the transport (it restarted with a
 	// new identity and knows nobody) is not live: it is the one to join.
 	Live bool
+	// Alive: alive or suspect in gossip, reached or not. A member Alive
+	// but not Live answers gossip's probes while the transport does not
+	// reach it; if it restarted knowing nobody, no member will teach it
+	// this agent unless one joins it, so it makes this agent short
+	// whatever the live counts say.
+	Alive bool
 	// Identity is the member's current identity (its transport peer id):
 	// a member not live that shows a new one has restarted, and is joined
 	// at once.
@@ -110,6 +116,11 @@ type Rejoin struct {
 	live   int
 	try    []string
 	idents map[string]string
+	// liveNames, liveAddrs and spare are scratch maps kept between
+	// plans: a shell asks every 100 ms, and the simulator runs one per
+	// node of every schedule.
+	liveNames, liveAddrs map[string]bool
+	spare                map[string]string
 }
 
 type sample struct {
@@ -147,7 +158,8 @@ func NewRejoin(cfg RejoinConfig, rng *rand.Rand) *Rejoin {
 // fewer than a quorum of its voters, or fewer than the most it saw live
 // within the window (a member it reached a minute ago is gone or no
 // longer reaches it), or when it is alone while gossip, gossip.join,
-// the snapshot or its voter list name others. While short, it joins
+// the snapshot or its voter list name others, or when gossip says a
+// member is alive that the transport does not reach. While short, it joins
 // through every address it knows but those of live members —
 // gossip.join, the snapshot, members gossip lists as dead, left or
 // unreached — at once when it turns short, loses another member, learns
@@ -157,8 +169,13 @@ func NewRejoin(cfg RejoinConfig, rng *rand.Rand) *Rejoin {
 // cut off together do not join in step.
 func (r *Rejoin) Plan(in RejoinInput) RejoinPlan {
 	live := 1
-	liveNames := map[string]bool{in.Self: true}
-	liveAddrs := map[string]bool{in.SelfAddr: true}
+	if r.liveNames == nil {
+		r.liveNames, r.liveAddrs = make(map[string]bool), make(map[string]bool)
+	}
+	liveNames, liveAddrs := r.liveNames, r.liveAddrs
+	clear(liveNames)
+	clear(liveAddrs)
+	liveNames[in.Self], liveAddrs[in.SelfAddr] = true, true
 	for _, m := range in.Members {
 		if m.Live && m.Name != in.Self {
 			live++
@@ -181,7 +198,21 @@ func (r *Rejoin) Plan(in RejoinInput) RejoinPlan {
 	// Alone while gossip or the files name others (a bully or ring
 	// agent has no voter list to count).
 	alone := live == 1 && (len(in.Members) > 0 || len(in.Join) > 0 || len(in.Snapshot) > 0 || len(in.Voters) > 1)
-	short := quorumShort || alone || live < peak
+	// A member gossip says is alive that the transport does not reach:
+	// the live count may never have seen it live (another member was
+	// away meanwhile), so the counts alone would leave it cut off.
+	unreached := slices.ContainsFunc(in.Members, func(m RejoinMember) bool { return m.Alive && !m.Live })
+	short := quorumShort || alone || live < peak || unreached
+	if !quorumShort && !alone {
+		r.cutSince = time.Time{}
+	} else if r.cutSince.IsZero() {
+		r.cutSince = in.Now
+	}
+	if !short {
+		// Not cut off either (cut off implies short): no problem line.
+		r.short, r.pause, r.live, r.try = false, 0, live, nil
+		return RejoinPlan{Next: in.Now.Add(r.cfg.Min)}
+	}
 
 	var try []string
 	for _, group := range [][]string{in.Join, in.Snapshot} {
@@ -203,21 +234,15 @@ func (r *Rejoin) Plan(in RejoinInput) RejoinPlan {
 	try = slices.Compact(try)
 
 	var plan RejoinPlan
-	if !quorumShort && !alone {
-		r.cutSince = time.Time{}
-	} else if r.cutSince.IsZero() {
-		r.cutSince = in.Now
-	}
 	if !r.cutSince.IsZero() && in.Now.Sub(r.cutSince) >= r.cfg.Grace {
 		plan.Problem = problem(in, quorumShort, liveVoters, try)
 	}
-	if !short {
-		r.short, r.pause, r.live, r.try = false, 0, live, nil
-		plan.Next = in.Now.Add(r.cfg.Min)
-		return plan
-	}
 	news := live < r.live || slices.ContainsFunc(try, func(a string) bool { return !slices.Contains(r.try, a) })
-	idents := make(map[string]string)
+	idents := r.spare
+	if idents == nil {
+		idents = make(map[string]string)
+	}
+	clear(idents)
 	for _, m := range in.Members {
 		if !m.Live && m.Identity != "" {
 			idents[m.Name] = m.Identity
@@ -226,7 +251,7 @@ func (r *Rejoin) Plan(in RejoinInput) RejoinPlan {
 			}
 		}
 	}
-	r.live, r.try, r.idents = live, try, idents
+	r.live, r.try, r.idents, r.spare = live, try, idents, r.idents
 	if !r.short || news {
 		// Just turned short, lost a member or learned an address: a
 		// round now, and the pace starts over.
@@ -319,7 +344,55 @@ func (n *Node) RejoinViewInto(now protocols.Time, buf []RejoinMember) (voters []
 		if live && (voters == nil || slices.Contains(voters, name)) {
 			live = n.reached(m)
 		}
-		members = append(members, RejoinMember{Name: name, Addr: m.Addr, Live: live, Identity: m.PeerID})
+		members = append(members, RejoinMember{Name: name, Addr: m.Addr, Live: live, Alive: isLive(m), Identity: m.PeerID})
 	}
 	return voters, members
+}
+
+// RejoinRecheck is how often at most a shell's loop asks Rejoin before
+// the plan's own wake. A plan's Next is a latest: news — a member the
+// transport stopped reaching, such as one restarted under a new identity
+// that knows nobody — starts a round at once only if the plan hears of
+// it, and waiting for the planned wake (0.5 s while all is well, up to
+// 30 s while cut off) delayed a wiped member's rejoin by that much.
+// Asking costs a walk over the member list.
+const RejoinRecheck = 100 * time.Millisecond
+
+// RejoinCheck is how a shell runs a Rejoin on its loop: the agent's
+// rejoin glue and the simulator's core mode both ask it after their
+// inputs, and carry out the joins of the plans it returns. Rejoin is per
+// agent, not per election (every election shares one membership), and
+// counts in wall time, so it sits beside the default election's Node
+// rather than inside it; the shell supplies what only it knows (its own
+// gossip address, gossip.join, the member snapshot) and performs the
+// joins. The zero value is ready once Rejoin is set. It is not safe for
+// concurrent use.
+type RejoinCheck struct {
+	// Rejoin is the policy; the shell sets it before the first Ask.
+	Rejoin *Rejoin
+	// due is when the last plan asked to be asked again, asked when it
+	// was asked.
+	due, asked time.Time
+	// view is the member slice the last ask filled, reused by the next.
+	view []RejoinMember
+}
+
+// Due reports whether a plan is due at now: its planned wake has come, or
+// RejoinRecheck has passed since the last ask. A shell that gets false
+// does nothing more this time round.
+func (g *RejoinCheck) Due(now time.Time) bool {
+	return !now.Before(g.due) || now.Sub(g.asked) >= RejoinRecheck
+}
+
+// Ask asks Rejoin for the plan at now, with in's Voters and Members taken
+// from n's view at local (the default election's node, on its clock); the
+// shell fills in's Self, SelfAddr, Join and Snapshot.
+func (g *RejoinCheck) Ask(now time.Time, n *Node, local protocols.Time, in RejoinInput) RejoinPlan {
+	g.asked = now
+	in.Now = now
+	in.Voters, in.Members = n.RejoinViewInto(local, g.view)
+	g.view = in.Members
+	p := g.Rejoin.Plan(in)
+	g.due = p.Next
+	return p
 }

@@ -41,6 +41,13 @@ func TestRejoinPlan(t *testing.T) {
 			RejoinInput{Members: []RejoinMember{live(n1), n3, live(RejoinMember{Name: "o9", Addr: "10.0.0.9:7946"})},
 				Voters: []string{"n1", "n2", "n3", "n4", "n5"}, Join: []string{n1.Addr, "10.0.0.2:7946"}},
 			[]string{n1.Addr, n3.Addr}, "reaches 2 of its 5 voters"},
+		// A quorum is live and the count never dropped (the window saw
+		// no more), but n4 answers gossip and not the transport: a
+		// member restarted knowing nobody, which only a join teaches.
+		{"a member alive in gossip the transport does not reach is joined, counts regardless",
+			RejoinInput{Members: []RejoinMember{live(n1), live(n3), {Name: "n4", Addr: "10.0.0.4:7946", Alive: true}},
+				Voters: []string{"n1", "n2", "n3", "n4", "n5"}},
+			[]string{n1.Addr, n3.Addr, "10.0.0.4:7946"}, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

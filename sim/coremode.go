@@ -83,6 +83,18 @@ type coreNode struct {
 	els     []*elNode
 	defWant map[protocols.ID]bool
 	wakes   []protocols.Time // nextWake's scratch
+	// join is the node's gossip.join (node indices; none unless a seed
+	// split set it) and snap the member snapshot it started with; wiped
+	// makes the next start forget every address but wipeKnows
+	// (rejoin.go). rejoin is the agent's rejoin glue, new at every start.
+	join, snap []int
+	wiped      bool
+	wipeKnows  []int
+	rejoin     core.RejoinCheck
+	// files are the addresses of join, then of snap, for the rejoin
+	// input: the first nJoin are gossip.join.
+	files []string
+	nJoin int
 }
 
 // pendingLeave is a FaultLeave waiting for its node's core to finish the
@@ -115,9 +127,23 @@ const (
 
 // coreRun is a run's core-mode state.
 type coreRun struct {
-	view     [][]memberView // view[observer][member]
-	payloads [][]byte       // gossiped announcements, by event arg
-	scanning bool           // the membership scan is queued
+	view [][]memberView // view[observer][member]
+	// knows is the address knowledge of rejoin.go: knows[o][m], o's
+	// memberlist or files name m; addrs maps a gossip address to its node.
+	knows    [][]bool
+	addrs    map[string]int
+	addrList []string // addrList[i] = memberAddr(i)
+	// heard is, per member, the newest state of it any observer learned
+	// from its own news (rejoin.go): what a push-pull's answer carries.
+	heard []heardState
+	// wipedAt is, per node, when its wiped restart was (+1; 0: none
+	// pending), until it and the others have found each other.
+	wipedAt []time.Duration
+	// rejoin: the schedule has an address fault, and the nodes run the
+	// agent's rejoin glue (rejoin.go).
+	rejoin   bool
+	payloads [][]byte // gossiped announcements, by event arg
+	scanning bool     // the membership scan is queued
 	probe    int
 	// probeEpoch is the epoch the resigning leader led; probeAt when the
 	// claimant crashed.
@@ -128,9 +154,11 @@ type coreRun struct {
 }
 
 func newCoreRun(n int) *coreRun {
-	cr := &coreRun{view: make([][]memberView, n)}
+	cr := &coreRun{view: make([][]memberView, n), knows: newKnows(n), addrs: make(map[string]int, n), heard: make([]heardState, n), wipedAt: make([]time.Duration, n)}
 	for i := range cr.view {
 		cr.view[i] = make([]memberView, n)
+		cr.addrs[memberAddr(i)] = i
+		cr.addrList = append(cr.addrList, memberAddr(i))
 	}
 	return cr
 }
@@ -240,6 +268,7 @@ func (r *run) startCore(n *node) error {
 	for j := range r.cm.view[idx] {
 		r.cm.view[idx][j] = memberView{}
 	}
+	r.startMembers(n)
 	if !r.cm.scanning {
 		r.cm.scanning = true
 		r.q.push(event{at: r.now + membersScan, kind: evMembers})
@@ -529,8 +558,23 @@ func (r *run) coreFault(a Action, i, tgt int) {
 	if nd.cn == nil || nd.crashed || nd.paused || r.healed || nd.cn.leave != nil {
 		return
 	}
+	if memberFault(a.Kind) && !r.voter(tgt) {
+		// Only a voter has a way back (rejoin.go, addressFaultTarget).
+		tgt = r.rng.IntN(len(r.voters))
+		if nd = r.nodes[tgt]; nd.crashed || nd.paused || nd.cn.leave != nil {
+			return
+		}
+	}
+	if a.Kind == FaultSeedSplit {
+		r.seedSplit(a, i, tgt)
+		return
+	}
 	r.stats.Faults[a.Kind]++
 	r.rec(traceRec{kind: recFault, node: int32(tgt), a: uint64(a.Kind), b: uint64(tgt)})
+	if a.Kind == FaultWipedRestart {
+		r.wipedRestart(a, i, tgt)
+		return
+	}
 	if a.Kind == FaultLeave {
 		// As the agent's shutdown: the core hands leadership over while
 		// the node runs on, then the node leaves (finishLeave).

@@ -63,6 +63,9 @@ type ShellBugs struct {
 	// node leads the anchor (core.Node.SetGroupLead); GroupLeadAlways
 	// tells them it does, so each stands on its own.
 	NoGroupLead, GroupLeadAlways bool
+	// NoRejoin never runs the agent's rejoin glue (core.RejoinCheck):
+	// a node joins gossip only at its start.
+	NoRejoin bool
 }
 
 // InvSession: a node became leader of a session election while it held
@@ -188,7 +191,8 @@ func (r *run) reachFunc(idx int) func(protocols.ID) bool {
 			return false
 		}
 		p := r.nodes[j]
-		return !p.crashed && !p.paused && r.conn[j][idx]
+		// The member's transport admits only members it lists.
+		return !p.crashed && !p.paused && r.conn[j][idx] && r.cm.knows[j][idx]
 	}
 }
 

@@ -147,7 +147,7 @@ func (r *run) fault(i int) {
 	case FaultHealth:
 		r.healthFault(a, i)
 		return
-	case FaultRestartNewPeer, FaultLeave:
+	case FaultRestartNewPeer, FaultLeave, FaultWipedRestart, FaultSeedSplit:
 		r.coreFault(a, i, r.target(a.Target))
 		return
 	case FaultPauseGroup:
@@ -275,7 +275,7 @@ func (r *run) undo(i, tgt int, gen uint32) {
 	case FaultHealth:
 		r.healthUndo(tgt, gen)
 		return
-	case FaultRestartNewPeer, FaultLeave:
+	case FaultRestartNewPeer, FaultLeave, FaultWipedRestart, FaultSeedSplit:
 		r.coreUndo(a, tgt, gen)
 		return
 	default:

@@ -59,6 +59,10 @@ type memberView struct {
 	// until it is reaped.
 	goneAt    time.Duration
 	reapAfter time.Duration
+	// changedAt is when the observer last applied a state of the
+	// member: for broadcastWindow after it, its gossip spreads the
+	// member to the nodes it lists (rejoin.go).
+	changedAt time.Duration
 }
 
 // scanMembers advances every observer's view of every member.
@@ -76,9 +80,18 @@ func (r *run) scanMembers() {
 			}
 		}
 	}
+	for _, on := range r.nodes {
+		if !on.crashed && !on.paused {
+			r.rejoinCheck(on)
+		}
+	}
+	r.checkWiped()
 }
 
 func (r *run) scanMember(on *node, m int) {
+	if !r.cm.knows[on.idx][m] {
+		r.hearOf(on.idx, m)
+	}
 	mn := r.nodes[m]
 	v := &r.cm.view[on.idx][m]
 	running := !mn.crashed
@@ -95,12 +108,29 @@ func (r *run) scanMember(on *node, m int) {
 			}
 			return
 		}
-		if v.due == 0 || v.dueInc != mn.inc || v.duePeer != peer || v.dueMeta != meta {
-			v.due, v.dueInc, v.duePeer, v.dueMeta = r.now+1+randDur(r.rng, joinLagMax), mn.inc, peer, meta
+		inc := mn.inc
+		if !r.informed(on.idx, m) {
+			// It answers memberlist's probes, but no news of it
+			// reaches this observer (rejoin.go). One that knows its
+			// address but holds no state of it got the last state
+			// anyone heard, in a push-pull's answer; one that holds a
+			// state keeps it.
+			pub := r.cm.heard[m]
+			if v.known || !r.cm.knows[on.idx][m] || pub.peer == "" {
+				v.due = 0
+				return
+			}
+			inc, peer, meta = pub.inc, pub.peer, pub.meta
+		}
+		if v.due == 0 || v.dueInc != inc || v.duePeer != peer || v.dueMeta != meta {
+			v.due, v.dueInc, v.duePeer, v.dueMeta = r.now+1+randDur(r.rng, joinLagMax), inc, peer, meta
 			return
 		}
 		if r.now >= v.due {
 			v.due, v.inc, v.peer, v.meta = 0, v.dueInc, v.duePeer, v.dueMeta
+			if h := &r.cm.heard[m]; v.inc == mn.inc && v.peer == mn.cn.peerID(m) {
+				h.inc, h.peer, h.meta = v.inc, v.peer, v.meta
+			}
 			r.applyMember(on, m, membership.StateAlive)
 		}
 	case live:
@@ -157,11 +187,11 @@ func (r *run) reachable(a, b int) bool {
 // applyMember hands observer on a membership event about member m.
 func (r *run) applyMember(on *node, m int, st membership.State) {
 	v := &r.cm.view[on.idx][m]
-	v.known, v.state = true, st
+	v.known, v.state, v.changedAt = true, st, r.now
 	mem := r.mems[m]
 	ev := membership.Member{
 		Name: mem.Name, ID: mem.ID, Priority: mem.Priority,
-		Addr:   fmt.Sprintf("10.0.0.%d:7946", m+1),
+		Addr:   memberAddr(m),
 		PeerID: v.peer, PeerAddr: fmt.Sprintf("/ip4/10.0.0.%d/tcp/7947", m+1),
 		State:  st,
 		Digest: r.nodes[m].cn.digest, DigestExt: r.nodes[m].cn.digestExt,

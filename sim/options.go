@@ -191,6 +191,11 @@ type Options struct {
 	// Checks.Settle are then off: the run ends when every election is
 	// live after the heal.
 	Elections []ElectionSpec
+	// AddressFaultOdds: Run draws each address fault Faults names
+	// (FaultWipedRestart, FaultSeedSplit) with probability one in
+	// AddressFaultOdds. Default 4; the regression seeds found at 2 keep
+	// it.
+	AddressFaultOdds int
 	// ShellBugs plants deliberate bugs in the simulator's shell
 	// (simulator tests only).
 	ShellBugs ShellBugs
@@ -229,6 +234,9 @@ func (o Options) fill() Options {
 	}
 	if o.ElectionTimeout <= 0 {
 		o.ElectionTimeout = 100 * time.Millisecond
+	}
+	if o.AddressFaultOdds <= 0 {
+		o.AddressFaultOdds = 4
 	}
 	if o.HeartbeatInterval <= 0 {
 		o.HeartbeatInterval = o.ElectionTimeout / 4

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/conclave-agent/conclave/protocols"
@@ -87,6 +88,24 @@ const (
 	// the node's holders close theirs or stop checking in (sessions.go).
 	// Only drawn when Options.Faults names it.
 	FaultSession
+	// FaultWipedRestart (core mode) crashes a node and restarts it after
+	// Duration as from an emptied data directory, where membership is
+	// concerned: a new libp2p identity, no member snapshot and no
+	// gossip.join, so it knows nobody; the others, which still list it,
+	// must join it (core.Rejoin). Its HardState and observed epoch are
+	// kept: a voter that forgets its vote is unsafe by design, and the
+	// checker would say so. Drawn by Run from a stream of its own
+	// (drawMemberFaults), not by RandomSchedule.
+	FaultWipedRestart
+	// FaultSeedSplit (core mode) stages a cluster's formation through a
+	// single seed: the seed and two other nodes restart with new
+	// identities and empty member lists, the two join the seed at one
+	// instant (each gets the seed's answer before the seed merged the
+	// other, so neither learns the other) with gossip.join naming the
+	// seed alone, and the seed crashes at once, before its next gossip
+	// round; it returns after Duration from the member snapshot it
+	// wrote, naming the two. Drawn as FaultWipedRestart is.
+	FaultSeedSplit
 
 	// NumFaultKinds is the number of fault kinds.
 	NumFaultKinds
@@ -111,6 +130,8 @@ var faultNames = [...]string{
 	FaultLeave:          "leave",
 	FaultPauseGroup:     "pause-group",
 	FaultSession:        "session",
+	FaultWipedRestart:   "wiped-restart",
+	FaultSeedSplit:      "seed-split",
 }
 
 // String returns the fault kind's short name.
@@ -211,7 +232,9 @@ type Schedule struct {
 }
 
 // RandomSchedule draws a schedule from rng for the given options (zero
-// fields take their defaults; Factory and Checks are not used).
+// fields take their defaults; Factory and Checks are not used). It leaves
+// out the address faults (FaultWipedRestart, FaultSeedSplit), which Run
+// adds from a stream of their own.
 func RandomSchedule(rng *rand.Rand, o Options) Schedule {
 	o = o.fill()
 	et := o.ElectionTimeout
@@ -240,14 +263,15 @@ func RandomSchedule(rng *rand.Rand, o Options) Schedule {
 			s.ClockRates[i] = 1 + o.MaxClockDrift*float64(2*rng.IntN(2)-1)
 		}
 	}
-	if len(o.Faults) == 0 {
+	kinds := slices.DeleteFunc(slices.Clone(o.Faults), memberFault)
+	if len(kinds) == 0 {
 		return s
 	}
 	health := drawPriorities(rng, o, &s)
 	t := randDur(rng, 3*et)
 	poisoned := 0
 	for t < s.FaultPhase {
-		k := o.Faults[rng.IntN(len(o.Faults))]
+		k := kinds[rng.IntN(len(kinds))]
 		a := Action{At: t, Kind: k, Target: TargetRandom}
 		switch k {
 		case FaultSplit, FaultBridge, FaultOneWay:

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/conclave-agent/conclave/protocols"
@@ -116,14 +117,18 @@ type run struct {
 	trace traceRing
 }
 
-// Run draws a schedule from seed with RandomSchedule and runs it.
+// Run draws a schedule from seed with RandomSchedule, adds the address
+// faults Options.Faults names from a stream of their own
+// (FaultWipedRestart, FaultSeedSplit), and runs it.
 func Run(o Options, seed uint64) (Result, error) {
 	o, err := o.withDefaults()
 	if err != nil {
 		return Result{Seed: seed}, err
 	}
 	rng := newRand(seed)
-	return runSchedule(o, seed, rng, RandomSchedule(rng, o))
+	s := RandomSchedule(rng, o)
+	drawMemberFaults(seed, o, &s)
+	return runSchedule(o, seed, rng, s)
 }
 
 // RunSchedule runs a given schedule; seed drives everything the schedule
@@ -213,6 +218,7 @@ func newRun(o Options, seed uint64, rng *rand.Rand, s Schedule) (*run, error) {
 	r.connectAll()
 	if o.Core != nil {
 		r.cm = newCoreRun(n)
+		r.cm.rejoin = slices.ContainsFunc(s.Actions, func(a Action) bool { return memberFault(a.Kind) })
 		r.initElections()
 	}
 	for i := range n {

@@ -59,8 +59,9 @@ func TestToySchedulesHoldEveryInvariant(t *testing.T) {
 	// The nemesis must actually do its job: every kind of fault happens and
 	// leaders change.
 	for k := range sim.NumFaultKinds {
-		if k == sim.FaultPoison || k == sim.FaultVoterChange || k == sim.FaultHealth || k == sim.FaultRestartNewPeer || k == sim.FaultLeave || k == sim.FaultPauseGroup || k == sim.FaultSession {
-			continue // explicit schedules only (TestPoisonedTermsAndEpochs), majority only (voters_test.go, health_test.go, majority_test.go), core mode only (coremode_test.go), named elections only (elections_test.go)
+		if k == sim.FaultPoison || k == sim.FaultVoterChange || k == sim.FaultHealth || k == sim.FaultRestartNewPeer || k == sim.FaultLeave || k == sim.FaultPauseGroup || k == sim.FaultSession ||
+			k == sim.FaultWipedRestart || k == sim.FaultSeedSplit {
+			continue // explicit schedules only (TestPoisonedTermsAndEpochs), majority only (voters_test.go, health_test.go, majority_test.go), core mode only (coremode_test.go, rejoin_test.go), named elections only (elections_test.go)
 		}
 		if st.Faults[k] == 0 {
 			t.Errorf("no %s fault injected in 300 schedules", k)

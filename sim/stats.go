@@ -39,6 +39,14 @@ type Stats struct {
 	Failovers    int64
 	FailoverHist [failoverBuckets]int64
 	FailoverMax  time.Duration
+	// Rejoins counts the wiped restarts (FaultWipedRestart) after which
+	// the wiped node and every other running node came to list each
+	// other alive under their current identities; RejoinHist and
+	// RejoinMax time it from the restart, as FailoverHist does. A wiped
+	// node crashed again first is not counted.
+	Rejoins    int64
+	RejoinHist [failoverBuckets]int64
+	RejoinMax  time.Duration
 	// IsolationWindows counts the isolation check's windows (a single
 	// node down, the rest intact; Checks.Isolation), and IsolationWatches
 	// the elections watched in them.
@@ -60,14 +68,32 @@ func (s *Stats) addFailover(d time.Duration) {
 // FailoverPercentile returns the upper edge of the bucket holding the
 // p-th percentile (0 < p <= 100) of the failover probes' times.
 func (s *Stats) FailoverPercentile(p float64) time.Duration {
-	want := int64(float64(s.Failovers)*p/100 + 0.5)
+	return percentile(s.FailoverHist[:], s.Failovers, s.FailoverMax, p)
+}
+
+// addRejoin records the time a wiped node took to be found.
+func (s *Stats) addRejoin(d time.Duration) {
+	s.Rejoins++
+	s.RejoinHist[min(int(d/FailoverBucket), failoverBuckets-1)]++
+	s.RejoinMax = max(s.RejoinMax, d)
+}
+
+// RejoinPercentile is FailoverPercentile for the wiped restarts' times.
+func (s *Stats) RejoinPercentile(p float64) time.Duration {
+	return percentile(s.RejoinHist[:], s.Rejoins, s.RejoinMax, p)
+}
+
+// percentile returns the upper edge of the bucket of hist (n counts in
+// all, the largest mx) holding the p-th percentile.
+func percentile(hist []int64, n int64, mx time.Duration, p float64) time.Duration {
+	want := int64(float64(n)*p/100 + 0.5)
 	var seen int64
-	for i, c := range s.FailoverHist {
+	for i, c := range hist {
 		if seen += c; seen >= max(want, 1) {
 			return time.Duration(i+1) * FailoverBucket
 		}
 	}
-	return s.FailoverMax
+	return mx
 }
 
 // Add merges o into s.
@@ -90,6 +116,11 @@ func (s *Stats) Add(o Stats) {
 		s.FailoverHist[i] += o.FailoverHist[i]
 	}
 	s.FailoverMax = max(s.FailoverMax, o.FailoverMax)
+	s.Rejoins += o.Rejoins
+	for i := range s.RejoinHist {
+		s.RejoinHist[i] += o.RejoinHist[i]
+	}
+	s.RejoinMax = max(s.RejoinMax, o.RejoinMax)
 }
 
 // TotalFaults sums Faults.
@@ -121,6 +152,10 @@ func (s Stats) String() string {
 	if s.Failovers > 0 {
 		fmt.Fprintf(&b, "failover probe:  %d runs, crash to agreement p50 %v, p90 %v, p99 %v, max %v\n", s.Failovers,
 			s.FailoverPercentile(50), s.FailoverPercentile(90), s.FailoverPercentile(99), s.FailoverMax.Round(time.Millisecond))
+	}
+	if s.Rejoins > 0 {
+		fmt.Fprintf(&b, "wiped rejoined:  %d restarts, restart to all listing each other p50 %v, p90 %v, p99 %v, max %v\n", s.Rejoins,
+			s.RejoinPercentile(50), s.RejoinPercentile(90), s.RejoinPercentile(99), s.RejoinMax.Round(time.Millisecond))
 	}
 	return b.String()
 }

@@ -54,9 +54,14 @@ const (
 	inputPeer
 	inputGossip
 	inputMember
+	// A join that taught something (b = the node joined, c = how many
+	// addresses the two learned; rejoin.go).
+	inputJoin
+	// An address heard of in gossip (b = the member, c = from whom).
+	inputHeard
 )
 
-var inputNames = [...]string{"MemberUp", "MemberDown", "Suspect", "Unsuspect", "Peer", "Gossiped", "Member"}
+var inputNames = [...]string{"MemberUp", "MemberDown", "Suspect", "Unsuspect", "Peer", "Gossiped", "Member", "Join", "Heard"}
 
 // traceRec is one line of a run's trace, kept unformatted: formatting only
 // happens when a trace is printed.
@@ -112,6 +117,9 @@ func (r *traceRec) String() string {
 		if FaultKind(r.a) == FaultPoison {
 			s += fmt.Sprintf(" value=%d", r.c)
 		}
+		if FaultKind(r.a) == FaultSeedSplit && r.kind == recFault {
+			s += fmt.Sprintf(" (the seed; n%d and n%d join it)", r.c>>8+1, r.c&0xff+1)
+		}
 		if FaultKind(r.a) == FaultSession && r.kind == recFault {
 			s += " " + sessionOps[r.c]
 		}
@@ -126,6 +134,10 @@ func (r *traceRec) String() string {
 			return fmt.Sprintf("%s %-3s gossiped announcement #%d", prefix, node, r.b)
 		case inputMember:
 			return fmt.Sprintf("%s %-3s member n%d %s", prefix, node, r.b+1, membership.State(r.c))
+		case inputHeard:
+			return fmt.Sprintf("%s %-3s heard of n%d from n%d", prefix, node, r.b+1, r.c+1)
+		case inputJoin:
+			return fmt.Sprintf("%s %-3s join  n%d: %d addresses learned", prefix, node, r.b+1, r.c)
 		}
 		return fmt.Sprintf("%s %-3s input %s n%d", prefix, node, inputNames[r.a], r.b+1)
 	case recWrite:

@@ -42,6 +42,14 @@ const (
 	SetGroups = "groups"
 )
 
+// addressCells are the variants whose faults cell adds the membership
+// model's address faults (sim.FaultWipedRestart, sim.FaultSeedSplit):
+// majority, whose quorum a member nobody reaches costs, and bully, where
+// a seed split elects twice. They run the agent's rejoin glue, which
+// costs a third more CPU per schedule that draws one, so not every core
+// cell carries them.
+var addressCells = []string{"core-majority", "core-bully"}
+
 // FaultSets lists the matrix's columns in order.
 func FaultSets() []string { return []string{SetFaults, SetVoters, SetHealth, SetSessions, SetGroups} }
 
@@ -226,6 +234,9 @@ func (c Cell) Options() (sim.Options, error) {
 	}
 	if !c.withoutPoison() {
 		o.Faults = append(o.Faults, sim.FaultPoison)
+	}
+	if c.Set == SetFaults && slices.Contains(addressCells, c.Variant) {
+		o.Faults = append(o.Faults, sim.FaultWipedRestart, sim.FaultSeedSplit)
 	}
 	switch c.Set {
 	case SetVoters:
