@@ -69,10 +69,11 @@ func (a *Agent) checkRejoin() {
 // rejoinWake is how long the loop may sleep before the rejoin plan wants
 // to be asked again (its Next); a long time when there is no plan to ask.
 func (a *Agent) rejoinWake() time.Duration {
-	if _, ok := a.cluster.(rejoiner); !ok || a.rejoin.due.IsZero() {
+	next := a.rejoin.check.Next()
+	if _, ok := a.cluster.(rejoiner); !ok || next.IsZero() {
 		return maxSleep
 	}
-	return time.Until(a.rejoin.due)
+	return time.Until(next)
 }
 
 // withCutOff adds the cut-off line, if any, to st's problems.

@@ -384,6 +384,10 @@ func (g *RejoinCheck) Due(now time.Time) bool {
 	return !now.Before(g.due) || now.Sub(g.asked) >= RejoinRecheck
 }
 
+// Next is when the last plan asked to be asked again (the zero time
+// before the first ask): a shell that sleeps between inputs wakes by then.
+func (g *RejoinCheck) Next() time.Time { return g.due }
+
 // Ask asks Rejoin for the plan at now, with in's Voters and Members taken
 // from n's view at local (the default election's node, on its clock); the
 // shell fills in's Self, SelfAddr, Join and Snapshot.
