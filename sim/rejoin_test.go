@@ -25,7 +25,7 @@ func TestCheckerCatchesNoRejoin(t *testing.T) {
 		{"wiped voter, majority", "core-majority/faults", 114, 1, 0},
 		{"wiped voter, bully", "core-bully/faults", 84, 1, 0},
 		{"seed split, majority", "core-majority/faults", 89, 0, 1},
-		{"seed split, bully", "core-bully/faults", 19, 0, 1},
+		{"seed split, bully", "core-bully/faults", 35, 0, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
