@@ -228,7 +228,15 @@ func (r *Rejoin) Plan(in RejoinInput) RejoinPlan {
 		}
 	}
 	try = slices.DeleteFunc(try, func(a string) bool { return a == "" || liveAddrs[a] })
-	try = append(try, again...)
+	if quorumShort || alone {
+		// Only while cut off. An agent that merely lost a member (a
+		// leader killed, an observer gone) reaches its voters, and a
+		// voter it reaches knows it (the transport admits only members
+		// gossip lists); joining them again there made every agent of a
+		// fleet push-pull its whole member list with each surviving
+		// voter at every failover, while they had to elect.
+		try = append(try, again...)
+	}
 	try = slices.DeleteFunc(try, func(a string) bool { return a == "" || a == in.SelfAddr })
 	slices.Sort(try)
 	try = slices.Compact(try)
