@@ -126,25 +126,6 @@ type peerState struct {
 	// sender goroutine per member made its goroutines grow with the
 	// fleet.
 	senderOnce sync.Once
-	// wmu guards out, the outbound stream and its encoder, shared by the
-	// sender and the inline path (writeInline). The sender holds it from
-	// taking units off the queue until they are written, so a unit in the
-	// queue or in the sender's hands always counts in queued while wmu is
-	// free: the inline path, which writes only when queued is 0, never
-	// overtakes one.
-	wmu sync.Mutex
-	out outbound
-	// inlineWrites counts units writeInline wrote.
-	inlineWrites atomic.Uint64
-}
-
-// outbound is a member's outbound stream and what writing to it needs.
-type outbound struct {
-	s     network.Stream
-	v2    bool // s speaks BatchProtocolID
-	enc   *mapEncoder
-	pk    framePacker
-	kinds []protocols.MessageKind
 }
 
 func newPeerState(id protocols.ID, pid peer.ID, addr ma.Multiaddr, queueLen int) *peerState {
@@ -556,9 +537,6 @@ func (t *Host) enqueue(to protocols.ID, unit []protocols.Message) {
 		return
 	}
 	t.sending(ps)
-	if t.writeInline(ps, unit) {
-		return
-	}
 	ps.senderOnce.Do(func() {
 		// Under t.mu with t.closed false: Close has not begun waiting.
 		t.wg.Add(1)
@@ -606,37 +584,31 @@ func (t *Host) member(p peer.ID) (protocols.ID, bool) {
 func (t *Host) runSender(ps *peerState) {
 	defer t.wg.Done()
 	log := t.log.With(zap.Uint64("member", uint64(ps.id)), zap.Stringer("peer", ps.pid))
-	o := &ps.out
+	var s network.Stream
+	var v2 bool // s speaks BatchProtocolID
 	defer func() {
-		ps.wmu.Lock()
-		if o.s != nil {
-			_ = o.s.Close()
-			o.s = nil
+		if s != nil {
+			_ = s.Close()
 		}
-		ps.wmu.Unlock()
 	}()
 	backoff := t.cfg.MinBackoff
 	failures := 0
 	pending := make([]protocols.Message, 0, maxWrite)
-	ps.wmu.Lock()
-	o.kinds = make([]protocols.MessageKind, 0, maxWrite)
-	o.enc = newMapEncoder()
-	ps.wmu.Unlock()
+	kinds := make([]protocols.MessageKind, 0, maxWrite)
+	enc := newMapEncoder()
+	var pk framePacker
 	take := func(unit []protocols.Message) {
 		ps.queued.Add(-int64(len(unit)))
 		pending = append(pending, unit...)
 	}
 	for {
 		pending = pending[:0]
-		var first []protocols.Message
 		select {
 		case <-ps.stop:
 			return
-		case first = <-ps.queue:
+		case unit := <-ps.queue:
+			take(unit)
 		}
-		// Held until the units are written: see peerState.wmu.
-		ps.wmu.Lock()
-		take(first)
 	drain:
 		for len(pending) < maxWrite {
 			select {
@@ -646,16 +618,16 @@ func (t *Host) runSender(ps *peerState) {
 				break drain
 			}
 		}
-		if o.s != nil && o.s.Conn().IsClosed() {
-			_ = o.s.Reset()
-			o.s = nil
+		if s != nil && s.Conn().IsClosed() {
+			_ = s.Reset()
+			s = nil
 		}
 		var err error
 		lost := len(pending)
-		if o.s == nil {
+		if s == nil {
 			heardBefore := ps.heard.Load()
-			if o.s, err = t.openStream(ps); err == nil {
-				o.v2 = o.s.Protocol() == protocol.ID(BatchProtocolID)
+			if s, err = t.openStream(ps); err == nil {
+				v2 = s.Protocol() == protocol.ID(BatchProtocolID)
 			} else if ps.heard.Load() == heardBefore {
 				// The member refused or did not answer a connection and
 				// said nothing meanwhile: as good as a failed probe, and
@@ -667,19 +639,29 @@ func (t *Host) runSender(ps *peerState) {
 			}
 		}
 		if err == nil {
-			var wrote bool
-			lost, wrote, err = t.writeOut(log, o, pending, t.cfg.WriteTimeout)
-			if err == nil && !wrote {
-				ps.wmu.Unlock()
+			kinds = t.encodeWrite(log, &pk, enc, kinds[:0], pending, v2)
+			if len(kinds) == 0 {
 				continue
 			}
+			lost = len(kinds)
+			_ = s.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout))
+			if _, err = s.Write(pk.out); err != nil {
+				// A partial write leaves the stream mid-frame: only a
+				// fresh stream can carry the next message.
+				_ = s.Reset()
+				s = nil
+				err = fmt.Errorf("write: %w", err)
+			}
 		}
-		ps.wmu.Unlock()
 		if err == nil {
 			if failures > 0 {
 				log.Info("peer reachable again", zap.Int("failed_attempts", failures))
 			}
 			failures, backoff = 0, t.cfg.MinBackoff
+			for _, k := range kinds {
+				t.stats.sent[k].Add(1)
+			}
+			t.stats.wrote(pk.frames, len(pk.out))
 			continue
 		}
 		t.stats.dropN(DropSendFailed, lost)
@@ -715,59 +697,6 @@ func (t *Host) runSender(ps *peerState) {
 		}
 		backoff = min(2*backoff, t.cfg.MaxBackoff)
 	}
-}
-
-// writeOut encodes msgs and writes them to o's stream within timeout,
-// counting what it sent. lost is how many messages a failure dropped;
-// wrote is false when nothing was left to write (every message refused
-// by encodeWrite). A failed write resets the stream: a partial write
-// leaves it mid-frame, and only a fresh stream can carry the next
-// message. Called with the member's wmu held.
-func (t *Host) writeOut(log *zap.Logger, o *outbound, msgs []protocols.Message, timeout time.Duration) (lost int, wrote bool, err error) {
-	o.kinds = t.encodeWrite(log, &o.pk, o.enc, o.kinds[:0], msgs, o.v2)
-	if len(o.kinds) == 0 {
-		return 0, false, nil
-	}
-	_ = o.s.SetWriteDeadline(time.Now().Add(timeout))
-	if _, err = o.s.Write(o.pk.out); err != nil {
-		_ = o.s.Reset()
-		o.s = nil
-		return len(o.kinds), false, fmt.Errorf("write: %w", err)
-	}
-	for _, k := range o.kinds {
-		t.stats.sent[k].Add(1)
-	}
-	t.stats.wrote(o.pk.frames, len(o.pk.out))
-	return 0, true, nil
-}
-
-// inlineWriteTimeout bounds a write made on the caller's goroutine. A
-// stream write only hands the frame to yamux's send loop; it waits only
-// when the peer stopped reading and the stream's window is spent, and
-// then the unit goes to the sender instead.
-const inlineWriteTimeout = 5 * time.Millisecond
-
-// writeInline writes unit to ps's open stream on the caller's goroutine
-// when nothing is queued before it and the sender is not writing, and
-// reports whether it did. Handing every message to the member's sender
-// goroutine, which handed it to yamux's, cost a wake-up of each per
-// message: a third of an idle follower's wake-ups were its answers'
-// trips. Any other case, or a failed write, is the sender's (it opens
-// streams, backs off, and logs outages). Called with t.mu read-locked.
-func (t *Host) writeInline(ps *peerState, unit []protocols.Message) bool {
-	if ps.queued.Load() != 0 || !ps.wmu.TryLock() {
-		return false
-	}
-	defer ps.wmu.Unlock()
-	o := &ps.out
-	if ps.queued.Load() != 0 || o.s == nil || o.s.Conn().IsClosed() {
-		return false
-	}
-	if _, _, err := t.writeOut(t.log, o, unit, inlineWriteTimeout); err != nil {
-		return false
-	}
-	ps.inlineWrites.Add(1)
-	return true
 }
 
 // encodeWrite encodes msgs into pk.out for a stream of the negotiated

@@ -305,25 +305,3 @@ func TestSenderStartsAtFirstMessage(t *testing.T) {
 		t.Errorf("after one message to one member, %d sender goroutines run, want 1", n)
 	}
 }
-
-// TestOpenStreamIsWrittenInline: once the sender opened a member's stream,
-// a message queued while nothing is ahead of it is written on the caller's
-// goroutine, without a trip through the sender, and arrives in order with
-// the rest.
-func TestOpenStreamIsWrittenInline(t *testing.T) {
-	a := newTestHost(t, 1, nil)
-	b := newTestHost(t, 2, nil)
-	admit(t, a, b)
-	admit(t, b, a)
-	for i := range 20 {
-		a.Send(2, msg(protocols.MsgHeartbeat, 1, 2, uint64(i)))
-		if got := recv(t, b); got.Context != uint64(i) {
-			t.Fatalf("message %d arrived as %d", i, got.Context)
-		}
-	}
-	// The first opens the stream through the sender; the others find it
-	// open and nothing queued.
-	if n := a.peerOf(2).inlineWrites.Load(); n < 19 {
-		t.Errorf("%d of 20 messages were written inline, want at least 19", n)
-	}
-}
