@@ -328,8 +328,10 @@ func drawMemberFaults(seed uint64, o Options, s *Schedule) {
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x61_6464_7273))
 	et := o.ElectionTimeout
+	// Both kinds are drawn (and their times and targets) whichever the
+	// cell runs, so that leaving one out keeps the other's draws.
 	for _, k := range []FaultKind{FaultWipedRestart, FaultSeedSplit} {
-		if !slices.Contains(o.Faults, k) || rng.IntN(o.AddressFaultOdds) != o.AddressFaultOdds-1 {
+		if rng.IntN(o.AddressFaultOdds) != o.AddressFaultOdds-1 {
 			continue
 		}
 		a := Action{At: randDur(rng, s.FaultPhase), Kind: k, Target: TargetRandom}
@@ -341,6 +343,9 @@ func drawMemberFaults(seed uint64, o Options, s *Schedule) {
 			a.Duration = randDur(rng, 10*et)
 		case FaultSeedSplit:
 			a.Duration = 2*et + randDur(rng, 20*et)
+		}
+		if !slices.Contains(o.Faults, k) {
+			continue
 		}
 		at := slices.IndexFunc(s.Actions, func(b Action) bool { return b.At > a.At })
 		if at < 0 {
