@@ -131,9 +131,10 @@ type Node struct {
 	// confAcked is the configuration each member last acknowledged having
 	// persisted.
 	confAcked map[string]protocols.Configuration
-	// held names the voters of conf that sent a message carrying conf
-	// (so have persisted it): a majority of them commits it (see
-	// noteConfigHeld). setConf clears it.
+	// held names the voters of conf that sent a message carrying conf in
+	// conf's own term (so have persisted it before voting in any later
+	// term): a majority of them commits it (see noteConfigHeld). setConf
+	// clears it.
 	held map[string]bool
 	// cand is this node's own candidacy. A leader keeps, per voter, the
 	// candidacy its last heartbeat answer carried (peerCand) and since

@@ -92,7 +92,16 @@ func (n *Node) adoptNewerConfig(m protocols.Message) {
 // noteConfigHeld learns from m that its sender holds the configuration in
 // use: every message carries its sender's configuration, persisted before
 // the message left (the Ready contract), and a configuration a majority of
-// its own voters has persisted is committed (docs/voters.md). A node that
+// its own voters has persisted while still in its term is committed
+// (docs/voters.md). Only a message of the configuration's own term
+// counts: its sender had voted in no later term when it held the
+// configuration, so every later election needs one such voter, who
+// refuses a candidate holding anything older — Raft's rule that replicas
+// commit an entry only in the term that wrote it. A holder in a later
+// term may have adopted the configuration from a refusal
+// (adoptNewerConfig) after voting in a leader that never had it; counting
+// it would call committed a configuration that leader is about to
+// replace at the same index. A node that
 // is not a voter of it then stops campaigning (mayCampaign). Without this a
 // member left out of the voters — a removed voter that restarted, or one
 // whose starting list named it while the cluster's replicated one does
@@ -100,7 +109,7 @@ func (n *Node) adoptNewerConfig(m protocols.Message) {
 // committed, and a leader heartbeats only its voters when gossip carries
 // the rest.
 func (n *Node) noteConfigHeld(now protocols.Time, m protocols.Message) {
-	if n.cfg.Unsafe.IgnoreHeldConfig || n.state == stateLeader || n.committed == n.conf || n.conf.Index == 0 || m.Config() != n.conf {
+	if n.cfg.Unsafe.IgnoreHeldConfig || n.state == stateLeader || n.committed == n.conf || n.conf.Index == 0 || m.Config() != n.conf || m.Term != n.conf.Term {
 		return
 	}
 	name := n.voterName(m.From)
