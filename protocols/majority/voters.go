@@ -93,8 +93,8 @@ func (n *Node) adoptNewerConfig(m protocols.Message) {
 // use: every message carries its sender's configuration, persisted before
 // the message left (the Ready contract), and a configuration a majority of
 // its own voters has persisted while still in its term is committed
-// (docs/voters.md). Only a message of the configuration's own term
-// counts: its sender had voted in no later term when it held the
+// (docs/voters.md). Only a sender no later than the configuration's own
+// term counts: it had voted in no later term when it held the
 // configuration, so every later election needs one such voter, who
 // refuses a candidate holding anything older — Raft's rule that replicas
 // commit an entry only in the term that wrote it. A holder in a later
@@ -109,7 +109,7 @@ func (n *Node) adoptNewerConfig(m protocols.Message) {
 // committed, and a leader heartbeats only its voters when gossip carries
 // the rest.
 func (n *Node) noteConfigHeld(now protocols.Time, m protocols.Message) {
-	if n.cfg.Unsafe.IgnoreHeldConfig || n.state == stateLeader || n.committed == n.conf || n.conf.Index == 0 || m.Config() != n.conf || m.Term != n.conf.Term {
+	if n.cfg.Unsafe.IgnoreHeldConfig || n.state == stateLeader || n.committed == n.conf || n.conf.Index == 0 || m.Config() != n.conf || senderTermAtMost(m) > n.conf.Term {
 		return
 	}
 	name := n.voterName(m.From)
@@ -128,6 +128,17 @@ func (n *Node) noteConfigHeld(now protocols.Time, m protocols.Message) {
 		// candidate for ever.
 		n.becomeFollower(now, n.term, protocols.None)
 	}
+}
+
+// senderTermAtMost bounds the term m's sender was in when it sent m. A
+// message carries its sender's term, except a pre-vote request and a
+// granted pre-vote answer, which carry the proposed term, above the
+// sender's (a grant requires it; see handlePreVote).
+func senderTermAtMost(m protocols.Message) uint64 {
+	if m.Kind == protocols.MsgPreVote || (m.Kind == protocols.MsgPreVoteResp && !m.Reject) {
+		return m.Term - 1
+	}
+	return m.Term
 }
 
 var _ protocols.VoterChanger = (*Node)(nil)

@@ -253,34 +253,37 @@ func TestLeftOutMemberStaysQuiet(t *testing.T) {
 }
 
 // TestHeldOnlyInItsTermCommits: a configuration held by a majority of
-// its voters is committed only if they held it in its own term. Voters
-// in a later term may have adopted it from a refusal after electing a
-// leader that never had it (the simulator's adopted-config finding): n3
-// holding 8.5 hears n1 and n2 hold it too, in term 9, and must not call
-// it committed; hearing the same in term 8 it must.
+// its voters is committed only if they held it no later than its own
+// term. Voters in a later term may have adopted it from a refusal after
+// electing a leader that never had it (the simulator's adopted-config
+// finding): n3 holding 8.5 hears n1 and n2 hold it too, in term 9, and
+// must not call it committed; hearing the same in term 8 it must. A
+// granted pre-vote carries the proposed term, one above its sender's.
 func TestHeldOnlyInItsTermCommits(t *testing.T) {
 	conf := protocols.Configuration{Term: 8, Index: 5, Voters: "n1,n2,n3"}
 	for _, tc := range []struct {
 		term      uint64
+		reject    bool
 		committed bool
-	}{{8, true}, {9, false}} {
+	}{{8, true, true}, {9, true, false}, {9, false, true}, {10, false, false}} {
 		tn := newTestNet(3, 0, 1, baseConfig())
 		c := tn.cfg
 		c.ID, c.Members, c.Now, c.Rand = 3, tn.members, tn.Now, tn.Nodes[3].cfg.Rand
-		c.HardState = protocols.HardState{Term: tc.term, Epoch: tc.term, Config: conf}
+		c.HardState = protocols.HardState{Term: 8, Epoch: 8, Config: conf}
 		n, err := New(c)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, from := range []protocols.ID{1, 2} {
-			m := protocols.Message{Kind: protocols.MsgPreVoteResp, From: from, To: 3, Term: tc.term, Reject: true,
+			m := protocols.Message{Kind: protocols.MsgPreVoteResp, From: from, To: 3, Term: tc.term, Reject: tc.reject,
 				ConfigTerm: conf.Term, ConfigIndex: conf.Index, Voters: conf.Voters}
 			if err := n.Step(tn.Now, m); err != nil {
 				t.Fatal(err)
 			}
 		}
 		if got := n.Status(tn.Now).Committed == conf; got != tc.committed {
-			t.Errorf("n1 and n2 hold %v in messages of term %d: committed %v, want %v", conf, tc.term, got, tc.committed)
+			t.Errorf("n1 and n2 hold %v in pre-vote answers of term %d (refused %v): committed %v, want %v",
+				conf, tc.term, tc.reject, got, tc.committed)
 		}
 	}
 }
