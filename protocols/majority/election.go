@@ -7,10 +7,11 @@ import (
 	"github.com/conclave-agent/conclave/protocols"
 )
 
-// maxRedraws bounds the stalls in a row after which a node draws a new
-// election deadline instead of campaigning (Tick). Stalls that recur before
-// the new deadline can only be told from a driver that always wakes late
-// by counting; three draws apart fail together rarely enough.
+// maxRedraws bounds the stalls in a row after which a node no longer
+// waits for its turn but campaigns (Tick). Stalls that recur before the
+// turn can only be told from a driver that always wakes late by
+// counting; the first turn comes within a quarter of an election
+// timeout, so three missed in a row mean a driver that is always late.
 const maxRedraws = 3
 
 func (n *Node) resetElectionTimer(now protocols.Time) {
@@ -19,11 +20,62 @@ func (n *Node) resetElectionTimer(now protocols.Time) {
 	n.redrawn = 0
 }
 
-// spread moves the election deadline to a random point in [now, now +
-// ElectionTimeout): nodes that would otherwise campaign at one instant
-// draw apart, as the randomised timeout meant them to.
-func (n *Node) spread(now protocols.Time) {
-	n.electionDeadline = now.Add(time.Duration(n.cfg.Rand.Int64N(int64(n.cfg.ElectionTimeout))))
+// turnSlots is the number of turns after a stall that fit in one
+// election timeout (see takeTurn).
+const turnSlots = 4
+
+// takeTurn moves the election deadline to this node's turn: nodes that
+// would otherwise campaign at one instant (they woke from one stall, or
+// won contested pre-votes at one answer) campaign one after another
+// instead. A random draw in the next election timeout separates them only
+// while their processes keep running: under stalls that recur every few
+// hundred milliseconds the draw often falls into the next stall, and they
+// wake together again. Turns do not depend on the draw. The voters that
+// may stand are ranked by name, leaving out this node's last leader and
+// the members it knows to be down or suspects (the ones whose silence
+// brought it here); the node's place r puts its deadline at a random
+// point in the middle half of slot r, each slot a quarter of an election
+// timeout, so the first turn comes within a heartbeat or so and every
+// turn ends well before the next. Nodes whose views differ may share a
+// slot; the jitter then separates them, and a split only costs another
+// turn. Places past the fourth draw in the election timeout after the
+// four turns, as an ordinary timer would.
+func (n *Node) takeTurn(now protocols.Time) {
+	slot := n.cfg.ElectionTimeout / turnSlots
+	r := n.turnRank()
+	if r >= turnSlots {
+		n.electionDeadline = now.Add(n.cfg.ElectionTimeout + time.Duration(n.cfg.Rand.Int64N(int64(n.cfg.ElectionTimeout))))
+		return
+	}
+	jitter := slot/4 + time.Duration(n.cfg.Rand.Int64N(int64(slot/2)))
+	n.electionDeadline = now.Add(time.Duration(r)*slot + jitter)
+}
+
+// turnRank is this node's place among the voters that may stand after a
+// stall (see takeTurn).
+func (n *Node) turnRank() int {
+	out := make(map[string]bool)
+	if name := n.voterName(n.leader); name != "" && n.leader != n.id {
+		out[name] = true
+	}
+	for id := range n.down {
+		if name := n.voterName(id); name != "" {
+			out[name] = true
+		}
+	}
+	for id := range n.suspected {
+		if name := n.voterName(id); name != "" {
+			out[name] = true
+		}
+	}
+	self := n.name(n.id)
+	r := 0
+	for v := range n.voters {
+		if v < self && !out[v] {
+			r++
+		}
+	}
+	return r
 }
 
 // stalled reports whether a timer due at due, and found expired at now,
@@ -197,15 +249,15 @@ func (n *Node) Tick(now protocols.Time) {
 		}
 		if n.redrawn < maxRedraws && !n.soleVoter() && n.stalled(now, due) {
 			// Whoever else stalled with us wakes now too, its deadline
-			// just as expired: draw apart instead of campaigning at once.
+			// just as expired: take turns instead of campaigning at once.
 			// Messages queued during the stall (a live leader's
 			// heartbeat) are stepped before the new deadline. A sole
 			// voter has nobody to split with (and its first deadline is
 			// its start, which a slow start overshoots).
-			n.log.Infow("election timer overshot: the process stalled; drawing a new deadline",
+			n.log.Infow("election timer overshot: the process stalled; campaigning at this node's turn",
 				"overdue", now.Sub(due), "term", n.term)
 			n.redrawn++
-			n.spread(now)
+			n.takeTurn(now)
 			return
 		}
 		switch {
@@ -368,12 +420,12 @@ func (n *Node) tally(now protocols.Time, want state) {
 			// term: it may win its pre-vote at this very moment (a
 			// voter both wait on answers both at once, as one waking
 			// from a stall does), and two campaigns split the vote.
-			// Campaign at a random point of the next election timeout
-			// instead; the rival's vote request, if it comes first,
-			// finds us willing to grant it.
+			// Campaign at our turn instead (see takeTurn); the
+			// rival's vote request, if it comes first, finds us
+			// willing to grant it.
 			if !n.preVoteWon {
 				n.preVoteWon = true
-				n.spread(now)
+				n.takeTurn(now)
 				n.log.Debugw("pre-vote won; a rival pre-candidate exists, campaigning later", "term", n.term+1)
 			}
 			return
