@@ -28,9 +28,17 @@ const (
 	// DefaultRejoinMin is the first pause between rejoin rounds; it
 	// doubles each round up to DefaultRejoinMax.
 	DefaultRejoinMin = 500 * time.Millisecond
-	// DefaultRejoinMax bounds the pause: a node cut off for good costs
-	// one round of joins every 30 s at most.
+	// DefaultRejoinMax bounds the pause while cut off: a node cut off
+	// for good costs one round of joins every 30 s at most.
 	DefaultRejoinMax = 30 * time.Second
+	// DefaultRejoinShortMax bounds the pause while short but not cut
+	// off (a member it reached within the window is gone). Such a round
+	// joins only the addresses of members not live, and lasts at most
+	// the window; and a member that came back knowing nobody (its data
+	// directory wiped, no gossip.join) hears of this agent from nothing
+	// but such a join, so the pause is how long it stays alone. At 30 s
+	// a run of short rounds left it alone past the failover bound.
+	DefaultRejoinShortMax = 4 * time.Second
 	// DefaultRejoinGrace is how long an agent must have been cut off
 	// before its status says so: at start, and after a member restarts,
 	// the transport takes a moment to reach the others.
@@ -41,6 +49,9 @@ const (
 type RejoinConfig struct {
 	Window   time.Duration
 	Min, Max time.Duration
+	// ShortMax bounds the pause while short but not cut off; at most
+	// Max.
+	ShortMax time.Duration
 	Grace    time.Duration
 }
 
@@ -102,6 +113,11 @@ type Rejoin struct {
 	rng *rand.Rand
 	// seen are the live counts observed within the window, oldest first.
 	seen []sample
+	// started is the first plan's time and expect the live count the
+	// snapshot promised then (snapshotCount), which counts as seen for
+	// the window after it.
+	started time.Time
+	expect  int
 	// pause is the current pause between rounds; due the next round.
 	pause time.Duration
 	due   time.Time
@@ -139,6 +155,10 @@ func NewRejoin(cfg RejoinConfig, rng *rand.Rand) *Rejoin {
 	if cfg.Max < cfg.Min {
 		cfg.Max = max(DefaultRejoinMax, cfg.Min)
 	}
+	if cfg.ShortMax < cfg.Min {
+		cfg.ShortMax = max(DefaultRejoinShortMax, cfg.Min)
+	}
+	cfg.ShortMax = min(cfg.ShortMax, cfg.Max)
 	if cfg.Grace <= 0 {
 		cfg.Grace = DefaultRejoinGrace
 	}
@@ -157,16 +177,17 @@ func NewRejoin(cfg RejoinConfig, rng *rand.Rand) *Rejoin {
 // This agent is short of members when the live ones, itself included, are
 // fewer than a quorum of its voters, or fewer than the most it saw live
 // within the window (a member it reached a minute ago is gone or no
-// longer reaches it), or when it is alone while gossip, gossip.join,
+// longer reaches it; within the window after its start, the members its
+// snapshot holds count as seen), or when it is alone while gossip, gossip.join,
 // the snapshot or its voter list name others, or when gossip says a
 // member is alive that the transport does not reach. While short, it joins
 // through every address it knows but those of live members —
 // gossip.join, the snapshot, members gossip lists as dead, left or
 // unreached — at once when it turns short, loses another member, learns
 // an address it has not tried or sees a member it does not reach restart
-// with a new identity, then after a pause that doubles
-// from Min to Max, each drawn between half and all of it so that agents
-// cut off together do not join in step.
+// with a new identity, then after a pause that doubles from Min to Max
+// while cut off and to ShortMax while only short, each drawn between
+// half and all of it so that agents short together do not join in step.
 func (r *Rejoin) Plan(in RejoinInput) RejoinPlan {
 	live := 1
 	if r.liveNames == nil {
@@ -184,6 +205,16 @@ func (r *Rejoin) Plan(in RejoinInput) RejoinPlan {
 		}
 	}
 	peak := r.observe(in.Now, live)
+	if r.started.IsZero() {
+		r.started, r.expect = in.Now, snapshotCount(in)
+	}
+	if in.Now.Sub(r.started) <= r.cfg.Window {
+		// For the window after its start, an agent expects the members
+		// its snapshot held: one that was down when this agent started
+		// and came back knowing nobody (wiped, no gossip.join) is never
+		// seen live here, so the live counts alone never miss it.
+		peak = max(peak, r.expect)
+	}
 
 	quorumShort := false
 	liveVoters := 0
@@ -265,6 +296,18 @@ func (r *Rejoin) Plan(in RejoinInput) RejoinPlan {
 		// round now, and the pace starts over.
 		r.short, r.due, r.pause = true, in.Now, 0
 	}
+	limit := r.cfg.Max
+	if !quorumShort && !alone {
+		limit = r.cfg.ShortMax
+	}
+	if r.pause > limit {
+		// Paced as cut off, now only short: a round within the shorter
+		// bound, and the pace goes on from there.
+		r.pause = limit
+		if r.due.After(in.Now.Add(limit)) {
+			r.due = in.Now.Add(r.jitter(limit))
+		}
+	}
 	if in.Now.Before(r.due) {
 		plan.Next = r.due
 		return plan
@@ -273,12 +316,29 @@ func (r *Rejoin) Plan(in RejoinInput) RejoinPlan {
 	if r.pause == 0 {
 		r.pause = r.cfg.Min
 	} else {
-		r.pause = min(2*r.pause, r.cfg.Max)
+		r.pause = min(2*r.pause, limit)
 	}
-	wait := r.pause/2 + time.Duration(r.rng.Int64N(int64(r.pause/2)+1))
-	r.due = in.Now.Add(wait)
+	r.due = in.Now.Add(r.jitter(r.pause))
 	plan.Next = r.due
 	return plan
+}
+
+// jitter draws a wait between half and all of pause, so that agents
+// short together do not join in step.
+func (r *Rejoin) jitter(pause time.Duration) time.Duration {
+	return pause/2 + time.Duration(r.rng.Int64N(int64(pause/2)+1))
+}
+
+// snapshotCount is the members in's snapshot names, this agent
+// included: the live count it should see once it has joined them.
+func snapshotCount(in RejoinInput) int {
+	n := 1
+	for i, a := range in.Snapshot {
+		if a != "" && a != in.SelfAddr && !slices.Contains(in.Snapshot[:i], a) {
+			n++
+		}
+	}
+	return n
 }
 
 // observe records live at now and returns the most seen within the

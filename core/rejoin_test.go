@@ -141,6 +141,62 @@ func TestRejoinRemembersPeak(t *testing.T) {
 	}
 }
 
+// For the window after its start, the members the snapshot holds count as
+// seen: a member that was down when this agent started, and comes back
+// knowing nobody, is joined though this agent never saw it live.
+func TestRejoinSnapshotCountsAtStart(t *testing.T) {
+	r := NewRejoin(RejoinConfig{Window: time.Minute}, rand.New(rand.NewPCG(2, 2)))
+	now := time.Unix(1000, 0)
+	in := RejoinInput{Now: now, Self: "n2", SelfAddr: "a:2", Snapshot: []string{"a:1", "a:2", "a:3", "a:3"},
+		Members: []RejoinMember{{Name: "n1", Addr: "a:1", Live: true, Alive: true}, {Name: "n3", Addr: "a:3"}}}
+	if p := r.Plan(in); !slices.Equal(p.Try, []string{"a:3"}) || p.Problem != "" {
+		t.Fatalf("n3 of the snapshot dead at the start: try %v problem %q, want a:3 and no problem", p.Try, p.Problem)
+	}
+	in.Now = now.Add(2 * time.Minute)
+	if p := r.Plan(in); len(p.Try) != 0 {
+		t.Errorf("past the window the snapshot no longer counts: try %v", p.Try)
+	}
+}
+
+// An agent paced as cut off that is then only short (it reaches some
+// members again, fewer than it saw) joins within ShortMax, not after the
+// long pause it had grown.
+func TestRejoinShortPacesFaster(t *testing.T) {
+	cfg := RejoinConfig{Window: time.Minute, Min: 100 * time.Millisecond, Max: 10 * time.Second, ShortMax: time.Second}
+	r := NewRejoin(cfg, rand.New(rand.NewPCG(9, 9)))
+	now := time.Unix(1000, 0)
+	n1 := RejoinMember{Name: "n1", Addr: "a:1", Live: true, Alive: true}
+	n3 := RejoinMember{Name: "n3", Addr: "a:3", Live: true, Alive: true}
+	in := RejoinInput{Now: now, Self: "n2", Members: []RejoinMember{n1, n3}}
+	r.Plan(in)
+	in.Members = []RejoinMember{{Name: "n1", Addr: "a:1"}, {Name: "n3", Addr: "a:3"}}
+	for range 200 { // 20 s alone: the pause grows to Max
+		now = now.Add(100 * time.Millisecond)
+		in.Now = now
+		r.Plan(in)
+	}
+	in.Members = []RejoinMember{n1, {Name: "n3", Addr: "a:3"}}
+	var rounds []time.Time
+	for range 100 { // 10 s short of n3 only
+		now = now.Add(100 * time.Millisecond)
+		in.Now = now
+		if p := r.Plan(in); len(p.Try) > 0 {
+			if !slices.Equal(p.Try, []string{"a:3"}) {
+				t.Fatalf("short of n3: try %v, want a:3", p.Try)
+			}
+			rounds = append(rounds, now)
+		}
+	}
+	if len(rounds) < 8 {
+		t.Fatalf("rounds while short: %v, want one at least every %v", rounds, cfg.ShortMax)
+	}
+	for i := 1; i < len(rounds); i++ {
+		if gap := rounds[i].Sub(rounds[i-1]); gap > cfg.ShortMax+100*time.Millisecond {
+			t.Errorf("gap %d while short: %v, want at most %v", i, gap, cfg.ShortMax)
+		}
+	}
+}
+
 // Plans are a function of the inputs and the generator's seed.
 func TestRejoinDeterministic(t *testing.T) {
 	run := func() []time.Time {

@@ -306,7 +306,6 @@ func (r *run) finishLeave(n *node) {
 	n.cn.leave = nil
 	r.crash(n)
 	n.cn.left = true
-	n.leftOnce = true
 	n.fault++
 	if r.healed {
 		// The heal restarted every stopped node; one whose handover
@@ -565,12 +564,6 @@ func (r *run) coreFault(a Action, i, tgt int) {
 		if nd = r.nodes[tgt]; nd.crashed || nd.paused || nd.cn.leave != nil {
 			return
 		}
-	}
-	if memberFault(a.Kind) && nd.leftOnce {
-		// Open finding 17 (docs/simulator.md): a node that left
-		// gracefully and is then wiped comes back to nobody; until that
-		// is understood, the address faults leave such a node alone.
-		return
 	}
 	if a.Kind == FaultSeedSplit {
 		r.seedSplit(a, i, tgt)

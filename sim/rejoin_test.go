@@ -98,6 +98,17 @@ func TestAddressFaultRegressions(t *testing.T) {
 		// other. The seed's gossip now spreads a member it just learned
 		// to the nodes it knows (hearOf). Drawn at odds 4.
 		{"core-bully/faults", 6370725167673141472, "the two never told of each other", 4},
+		// Finding 17: n1 left gracefully, crashed, then was wiped; the
+		// others had restarted while it was away, so neither had seen it
+		// live since its start, neither was short, and nobody joined it.
+		// core.Rejoin now counts the snapshot's members as seen for the
+		// window after a start.
+		{"core-bully/faults", 7441392605979339230, "a wiped voter the others never saw live", 4},
+		// The same, n2 wiped while the leader was isolated and pause
+		// groups came and went.
+		{"core-bully/faults", 4782510863022677437, "a wiped voter among pause groups", 4},
+		// The same, n1 crashed, restarted, then wiped.
+		{"core-bully/faults", 15157176702275459580, "a wiped voter after a restart", 4},
 	}
 	for _, tc := range cases {
 		t.Run(tc.why, func(t *testing.T) {
@@ -110,11 +121,6 @@ func TestAddressFaultRegressions(t *testing.T) {
 				t.Fatal(err)
 			}
 			o.AddressFaultOdds = tc.odds
-			if !slices.Contains(o.Faults, sim.FaultWipedRestart) {
-				// core-bully/faults leaves wiped restarts out (open
-				// finding 17); its fixed regressions keep them.
-				o.Faults = append(slices.Clone(o.Faults), sim.FaultWipedRestart)
-			}
 			res, err := sim.Run(o, tc.seed)
 			if err != nil {
 				t.Fatal(err)
@@ -126,32 +132,5 @@ func TestAddressFaultRegressions(t *testing.T) {
 				t.Fatalf("seed %d injected no address fault", tc.seed)
 			}
 		})
-	}
-}
-
-// TestOpenFinding17 keeps open finding 17 (docs/simulator.md): with wiped
-// restarts in core-bully/faults, these schedules leave a wiped voter
-// joined by nobody 12 s after the heal. core-bully/faults draws no wiped
-// restart until it is understood; a fix must make this test fail, and
-// then the fault goes back into the cell and these seeds into
-// TestAddressFaultRegressions.
-func TestOpenFinding17(t *testing.T) {
-	c, err := registry.LookupCell("core-bully/faults")
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := c.Options()
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.Faults = append(slices.Clone(o.Faults), sim.FaultWipedRestart)
-	for _, seed := range []uint64{4782510863022677437, 15157176702275459580} {
-		res, err := sim.Run(o, seed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Violation == nil || res.Violation.Invariant != sim.InvLiveness {
-			t.Errorf("seed %d: the checker no longer reports finding 17 (violation %v): if it is fixed, put wiped restarts back into core-bully/faults", seed, res.Violation)
-		}
 	}
 }

@@ -34,14 +34,11 @@ type node struct {
 	inc     uint32 // incarnation, bumped by every crash
 	tickGen uint32 // current tick chain
 	fault   uint32 // generation of the crash or pause in force
-	// leftOnce: the node left gracefully at some point of the run (core
-	// mode); address faults spare it (open finding 17).
-	leftOnce bool
-	hs       protocols.HardState
-	rate     float64
-	offset   int64
-	pending  []protocols.Message // buffered while paused
-	cn       *coreNode           // core mode only (coremode.go)
+	hs      protocols.HardState
+	rate    float64
+	offset  int64
+	pending []protocols.Message // buffered while paused
+	cn      *coreNode           // core mode only (coremode.go)
 	// frames holds, per peer, the frame this node last sent it
 	// (several elections only: loop.go frameDelay).
 	frames []frame

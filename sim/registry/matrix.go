@@ -236,13 +236,7 @@ func (c Cell) Options() (sim.Options, error) {
 		o.Faults = append(o.Faults, sim.FaultPoison)
 	}
 	if c.Set == SetFaults && slices.Contains(addressCells, c.Variant) {
-		if c.Variant != "core-bully" {
-			// Open finding 17 (docs/simulator.md): under bully a wiped
-			// voter is sometimes joined by nobody, about 1 schedule in
-			// 20,000; sim.TestOpenFinding17 keeps its seeds.
-			o.Faults = append(o.Faults, sim.FaultWipedRestart)
-		}
-		o.Faults = append(o.Faults, sim.FaultSeedSplit)
+		o.Faults = append(o.Faults, sim.FaultWipedRestart, sim.FaultSeedSplit)
 	}
 	switch c.Set {
 	case SetVoters:
