@@ -31,9 +31,12 @@ const turnSlots = 4
 // while their processes keep running: under stalls that recur every few
 // hundred milliseconds the draw often falls into the next stall, and they
 // wake together again. Turns do not depend on the draw. The voters that
-// may stand are ranked by name, leaving out this node's last leader and
-// the members it knows to be down or suspects (the ones whose silence
-// brought it here); the node's place r puts its deadline at a random
+// may stand are ranked by name, leaving out the last leader this node
+// followed (kept while it pre-campaigns, which forgets its leader) and
+// the members gossip declared down (the ones whose silence brought it
+// here), but not those the failure detector merely suspects: a stall
+// silences everyone, and survivors that each left the others out would
+// all take the first turn. The node's place r puts its deadline at a random
 // point in the middle half of slot r, each slot a quarter of an election
 // timeout, so the first turn comes within a heartbeat or so and every
 // turn ends well before the next. Nodes whose views differ may share a
@@ -55,15 +58,10 @@ func (n *Node) takeTurn(now protocols.Time) {
 // stall (see takeTurn).
 func (n *Node) turnRank() int {
 	out := make(map[string]bool)
-	if name := n.voterName(n.leader); name != "" && n.leader != n.id {
+	if name := n.voterName(n.lastLeader); name != "" && n.lastLeader != n.id {
 		out[name] = true
 	}
 	for id := range n.down {
-		if name := n.voterName(id); name != "" {
-			out[name] = true
-		}
-	}
-	for id := range n.suspected {
 		if name := n.voterName(id); name != "" {
 			out[name] = true
 		}
@@ -101,6 +99,9 @@ func (n *Node) becomeFollower(now protocols.Time, term uint64, leader protocols.
 	n.state = stateFollower
 	n.preVoteWon = false
 	n.leader = leader
+	if leader != protocols.None {
+		n.lastLeader = leader
+	}
 	n.leaseUntil = 0
 	n.transferTo = protocols.None
 	n.noTarget = false
@@ -189,7 +190,7 @@ func (n *Node) lost() bool {
 
 func (n *Node) becomeLeader(now protocols.Time) {
 	n.state = stateLeader
-	n.leader = n.id
+	n.leader, n.lastLeader = n.id, n.id
 	n.transferTo = protocols.None
 	// Every voter that granted its vote refuses other candidates for an
 	// election timeout from receiving the request, sent at campaignTime.

@@ -88,6 +88,10 @@ type Node struct {
 	vote   protocols.ID
 	state  state
 	leader protocols.ID
+	// lastLeader is the last leader this node followed, kept when
+	// leader is cleared (a pre-campaign, a lost lease): the turns after
+	// a stall leave it out (takeTurn).
+	lastLeader protocols.ID
 
 	// electionDeadline is when a follower or candidate next campaigns.
 	electionDeadline protocols.Time
