@@ -139,3 +139,25 @@ func loadavg() string {
 	}
 	return strings.Join(f[:3], ", ")
 }
+
+// measureBaseline returns the baseline build a side-by-side measurement
+// runs beside this one (CONCLAVE_MULTIHOST_BASELINE), or skips the test
+// unless CONCLAVE_MULTIHOST_MEASURE is set too: such a test takes minutes
+// and asserts no figure.
+func measureBaseline(t *testing.T) string {
+	t.Helper()
+	baseline := os.Getenv("CONCLAVE_MULTIHOST_BASELINE")
+	if os.Getenv("CONCLAVE_MULTIHOST_MEASURE") == "" || baseline == "" {
+		t.Skip("set CONCLAVE_MULTIHOST_MEASURE=1 and CONCLAVE_MULTIHOST_BASELINE=/path/to/agent to measure (minutes)")
+	}
+	return baseline
+}
+
+// envDuration reads a duration from the environment variable name, or
+// returns def when it is unset or not a positive duration.
+func envDuration(name string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(name)); err == nil && d > 0 {
+		return d
+	}
+	return def
+}

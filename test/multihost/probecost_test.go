@@ -22,14 +22,8 @@ import (
 // variables the test skips: it takes minutes, and its figures are not
 // asserted.
 func TestMeasureIdleProbeCost(t *testing.T) {
-	baseline := os.Getenv("CONCLAVE_MULTIHOST_BASELINE")
-	if os.Getenv("CONCLAVE_MULTIHOST_MEASURE") == "" || baseline == "" {
-		t.Skip("set CONCLAVE_MULTIHOST_MEASURE=1 and CONCLAVE_MULTIHOST_BASELINE=/path/to/agent to measure (minutes)")
-	}
-	window := 30 * time.Second
-	if d, err := time.ParseDuration(os.Getenv("CONCLAVE_MULTIHOST_WINDOW")); err == nil && d > 0 {
-		window = d
-	}
+	baseline := measureBaseline(t)
+	window := envDuration("CONCLAVE_MULTIHOST_WINDOW", 30*time.Second)
 	type key struct{ build, proto string }
 	leader := map[key][]float64{}
 	follower := map[key][]float64{}

@@ -29,10 +29,7 @@ import (
 // per cluster size and build. Without the variables the test skips: it
 // takes minutes, and its figures are not asserted.
 func TestMeasureStalls(t *testing.T) {
-	baseline := os.Getenv("CONCLAVE_MULTIHOST_BASELINE")
-	if os.Getenv("CONCLAVE_MULTIHOST_MEASURE") == "" || baseline == "" {
-		t.Skip("set CONCLAVE_MULTIHOST_MEASURE=1 and CONCLAVE_MULTIHOST_BASELINE=/path/to/agent to measure (minutes)")
-	}
+	baseline := measureBaseline(t)
 	needHosts(t)
 	rounds := 10
 	if v, err := strconv.Atoi(os.Getenv("CONCLAVE_MULTIHOST_ROUNDS")); err == nil && v > 0 {
@@ -114,13 +111,4 @@ func stallTogether(t *testing.T, hs []*host, stall, period time.Duration) func()
 		close(done)
 		wg.Wait()
 	}
-}
-
-// envDuration reads a duration from the environment variable name, or
-// returns def when it is unset or not a positive duration.
-func envDuration(name string, def time.Duration) time.Duration {
-	if d, err := time.ParseDuration(os.Getenv(name)); err == nil && d > 0 {
-		return d
-	}
-	return def
 }
