@@ -72,6 +72,11 @@ func (r *run) scanMembers() {
 			continue // a paused memberlist does nothing either
 		}
 		for m := range r.nodes {
+			if on.crashed || on.cn.c == nil {
+				// A member event just finished this node's leave (its
+				// core's hand-over ended): it is stopped now.
+				break
+			}
 			if m != o {
 				r.scanMember(on, m)
 				if r.done {
