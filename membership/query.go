@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -215,8 +217,10 @@ func (m *Membership) Query(ctx context.Context, names []string, body []byte) []A
 	}()
 
 	nodes := make(map[string]*memberlist.Node)
-	for _, n := range m.ml.Members() {
-		nodes[n.Name] = n
+	for _, mb := range m.Members() {
+		if n := sendNode(mb); n != nil {
+			nodes[mb.Name] = n
+		}
 	}
 	waiting := make(map[string]int, len(names))
 	sendErrs := make(chan Answer, len(names))
@@ -331,16 +335,39 @@ func (m *Membership) serveQueries() {
 // a query before gossip told it of the asker (a race seen at start).
 const answerSenderWait = 2 * time.Second
 
+// sendNode returns what memberlist's SendReliable needs to reach mb —
+// its name and gossip address — or nil unless mb is alive (or suspect)
+// with a valid address. It is built from this node's own member table,
+// never taken from memberlist's Members: those are pointers into
+// memberlist's state, which its gossip rewrites (a member's address on a
+// re-alive) while a send reads them (the race detector caught it).
+func sendNode(mb Member) *memberlist.Node {
+	if mb.State != StateAlive && mb.State != StateSuspect {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(mb.Addr)
+	if err != nil {
+		return nil
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	ip := net.ParseIP(host)
+	if err != nil || ip == nil {
+		return nil
+	}
+	return &memberlist.Node{Name: mb.Name, Addr: ip, Port: uint16(p)}
+}
+
 // awaitMember returns the member called name from the gossip view,
 // waiting up to answerSenderWait for it to appear; nil if it does not or
 // this member shuts down.
 func (m *Membership) awaitMember(name string) *memberlist.Node {
 	deadline := time.Now().Add(answerSenderWait)
 	for {
-		for _, n := range m.ml.Members() {
-			if n.Name == name {
-				return n
-			}
+		m.mu.Lock()
+		mb, ok := m.members[name]
+		m.mu.Unlock()
+		if n := sendNode(mb); ok && n != nil {
+			return n
 		}
 		if time.Now().After(deadline) {
 			return nil
