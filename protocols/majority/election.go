@@ -7,11 +7,10 @@ import (
 	"github.com/conclave-agent/conclave/protocols"
 )
 
-// maxRedraws bounds the stalls in a row after which a node no longer
-// waits for its turn but campaigns (Tick). Stalls that recur before the
-// turn can only be told from a driver that always wakes late by
-// counting; the first turn comes within a quarter of an election
-// timeout, so three missed in a row mean a driver that is always late.
+// maxRedraws bounds the stalls in a row after which a node draws a new
+// election deadline instead of campaigning (Tick). Stalls that recur before
+// the new deadline can only be told from a driver that always wakes late
+// by counting; three draws apart fail together rarely enough.
 const maxRedraws = 3
 
 func (n *Node) resetElectionTimer(now protocols.Time) {
@@ -20,60 +19,11 @@ func (n *Node) resetElectionTimer(now protocols.Time) {
 	n.redrawn = 0
 }
 
-// turnSlots is the number of turns after a stall that fit in one
-// election timeout (see takeTurn).
-const turnSlots = 4
-
-// takeTurn moves the election deadline to this node's turn: nodes that
-// would otherwise campaign at one instant (they woke from one stall, or
-// won contested pre-votes at one answer) campaign one after another
-// instead. A random draw in the next election timeout separates them only
-// while their processes keep running: under stalls that recur every few
-// hundred milliseconds the draw often falls into the next stall, and they
-// wake together again. Turns do not depend on the draw. The voters that
-// may stand are ranked by name, leaving out the last leader this node
-// followed (kept while it pre-campaigns, which forgets its leader) and
-// the members gossip declared down (the ones whose silence brought it
-// here), but not those the failure detector merely suspects: a stall
-// silences everyone, and survivors that each left the others out would
-// all take the first turn. The node's place r puts its deadline at a random
-// point in the middle half of slot r, each slot a quarter of an election
-// timeout, so the first turn comes within a heartbeat or so and every
-// turn ends well before the next. Nodes whose views differ may share a
-// slot; the jitter then separates them, and a split only costs another
-// turn. Places past the fourth draw in the election timeout after the
-// four turns, as an ordinary timer would.
-func (n *Node) takeTurn(now protocols.Time) {
-	slot := n.cfg.ElectionTimeout / turnSlots
-	r := n.turnRank()
-	if r >= turnSlots {
-		n.electionDeadline = now.Add(n.cfg.ElectionTimeout + time.Duration(n.cfg.Rand.Int64N(int64(n.cfg.ElectionTimeout))))
-		return
-	}
-	jitter := slot/4 + time.Duration(n.cfg.Rand.Int64N(int64(slot/2)))
-	n.electionDeadline = now.Add(time.Duration(r)*slot + jitter)
-}
-
-// turnRank is this node's place among the voters that may stand after a
-// stall (see takeTurn).
-func (n *Node) turnRank() int {
-	out := make(map[string]bool)
-	if name := n.voterName(n.lastLeader); name != "" && n.lastLeader != n.id {
-		out[name] = true
-	}
-	for id := range n.down {
-		if name := n.voterName(id); name != "" {
-			out[name] = true
-		}
-	}
-	self := n.name(n.id)
-	r := 0
-	for v := range n.voters {
-		if v < self && !out[v] {
-			r++
-		}
-	}
-	return r
+// spread moves the election deadline to a random point in [now, now +
+// ElectionTimeout): nodes that would otherwise campaign at one instant
+// draw apart, as the randomised timeout meant them to.
+func (n *Node) spread(now protocols.Time) {
+	n.electionDeadline = now.Add(time.Duration(n.cfg.Rand.Int64N(int64(n.cfg.ElectionTimeout))))
 }
 
 // stalled reports whether a timer due at due, and found expired at now,
@@ -99,9 +49,6 @@ func (n *Node) becomeFollower(now protocols.Time, term uint64, leader protocols.
 	n.state = stateFollower
 	n.preVoteWon = false
 	n.leader = leader
-	if leader != protocols.None {
-		n.lastLeader = leader
-	}
 	n.leaseUntil = 0
 	n.transferTo = protocols.None
 	n.noTarget = false
@@ -190,7 +137,7 @@ func (n *Node) lost() bool {
 
 func (n *Node) becomeLeader(now protocols.Time) {
 	n.state = stateLeader
-	n.leader, n.lastLeader = n.id, n.id
+	n.leader = n.id
 	n.transferTo = protocols.None
 	// Every voter that granted its vote refuses other candidates for an
 	// election timeout from receiving the request, sent at campaignTime.
@@ -250,15 +197,15 @@ func (n *Node) Tick(now protocols.Time) {
 		}
 		if n.redrawn < maxRedraws && !n.soleVoter() && n.stalled(now, due) {
 			// Whoever else stalled with us wakes now too, its deadline
-			// just as expired: take turns instead of campaigning at once.
+			// just as expired: draw apart instead of campaigning at once.
 			// Messages queued during the stall (a live leader's
 			// heartbeat) are stepped before the new deadline. A sole
 			// voter has nobody to split with (and its first deadline is
 			// its start, which a slow start overshoots).
-			n.log.Infow("election timer overshot: the process stalled; campaigning at this node's turn",
+			n.log.Infow("election timer overshot: the process stalled; drawing a new deadline",
 				"overdue", now.Sub(due), "term", n.term)
 			n.redrawn++
-			n.takeTurn(now)
+			n.spread(now)
 			return
 		}
 		switch {
@@ -421,12 +368,12 @@ func (n *Node) tally(now protocols.Time, want state) {
 			// term: it may win its pre-vote at this very moment (a
 			// voter both wait on answers both at once, as one waking
 			// from a stall does), and two campaigns split the vote.
-			// Campaign at our turn instead (see takeTurn); the
-			// rival's vote request, if it comes first, finds us
-			// willing to grant it.
+			// Campaign at a random point of the next election timeout
+			// instead; the rival's vote request, if it comes first,
+			// finds us willing to grant it.
 			if !n.preVoteWon {
 				n.preVoteWon = true
-				n.takeTurn(now)
+				n.spread(now)
 				n.log.Debugw("pre-vote won; a rival pre-candidate exists, campaigning later", "term", n.term+1)
 			}
 			return

@@ -87,7 +87,6 @@ func (n *Node) handleHeartbeat(now protocols.Time, m protocols.Message) {
 		n.becomeFollower(now, n.term, m.From)
 	}
 	n.leader = m.From
-	n.lastLeader = m.From
 	n.voteBlockUntil = now.Add(n.cfg.ElectionTimeout)
 	n.resetElectionTimer(now)
 	if mc := m.Config(); mc.Voters != "" {

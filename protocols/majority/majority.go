@@ -38,15 +38,13 @@
 // waiting on one stalled voter win their pre-votes at the instant it
 // answers both. Either way they would campaign together and split the
 // vote. So a node whose timer is overdue by more than a quarter of an
-// election timeout waits for its turn instead of campaigning (up to
-// maxRedraws times in a row; a sole voter campaigns at once, having
-// nobody to split with), and a pre-candidate that, while a pre-candidate,
-// granted a rival's pre-vote for the same term waits for its turn rather
-// than campaigning at once. Turns follow the voters' names, a quarter of
-// an election timeout each (takeTurn), so that nodes woken together
-// campaign one after another even when stalls recur before a random
-// draw would come due. Both only delay a campaign; votes, terms and
-// leases are untouched.
+// election timeout draws a new deadline in the next election timeout
+// instead of campaigning (up to maxRedraws times in a row; a sole voter
+// campaigns at once, having nobody to split with), and a pre-candidate
+// that, while a pre-candidate, granted a rival's pre-vote for the same
+// term campaigns at a random point of the next election timeout rather
+// than at once. Both only delay a campaign; votes, terms and leases are
+// untouched.
 package majority
 
 import (
@@ -88,10 +86,6 @@ type Node struct {
 	vote   protocols.ID
 	state  state
 	leader protocols.ID
-	// lastLeader is the last leader this node followed, kept when
-	// leader is cleared (a pre-campaign, a lost lease): the turns after
-	// a stall leave it out (takeTurn).
-	lastLeader protocols.ID
 
 	// electionDeadline is when a follower or candidate next campaigns.
 	electionDeadline protocols.Time

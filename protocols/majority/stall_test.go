@@ -1,7 +1,6 @@
 package majority
 
 import (
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -255,53 +254,5 @@ func TestFollowerGrantIsNoRival(t *testing.T) {
 	}
 	if b.state != stateCandidate {
 		t.Fatalf("b won its pre-vote but is in state %v, not campaigning", b.state)
-	}
-}
-
-// TestStalledSurvivorsTakeTurns: survivors that wake from one stall
-// campaign in turns ordered by name, each in its own slot of a quarter
-// election timeout, leaving out the dead leader; a voter gossip declared
-// down is left out too, moving the ones after it a slot forward, but one
-// the failure detector merely suspects is not (a stall makes every
-// detector suspect everyone). Random draws instead (the rule before
-// turns) fall into one slot for some seeds, and into the next stall when
-// stalls recur (docs/majority-stalls.md).
-func TestStalledSurvivorsTakeTurns(t *testing.T) {
-	et := baseConfig().ElectionTimeout
-	slot := et / turnSlots
-	for _, firstDown := range []bool{false, true} {
-		_, live, due := leaderless(t)
-		slices.SortFunc(live, func(a, b *Node) int { return strings.Compare(a.name(a.id), b.name(b.id)) })
-		for _, n := range live {
-			// The stall silenced everyone: each suspects the others.
-			for _, o := range live {
-				if o != n {
-					n.Suspect(due, o.id, true)
-				}
-			}
-		}
-		if firstDown {
-			// Gossip told everyone but the first survivor it is down.
-			for _, n := range live[1:] {
-				n.MemberDown(due, live[0].id)
-			}
-		}
-		now := due.Add(3 * et)
-		for i, n := range live {
-			n.Tick(now)
-			if sent(n, protocols.MsgPreVote) {
-				t.Fatalf("%s campaigned at once on waking", n.name(n.id))
-			}
-			rank := i
-			if firstDown && i > 0 {
-				rank = i - 1
-			}
-			next := mustDeadline(t, n, now)
-			lo, hi := now.Add(time.Duration(rank)*slot+slot/4), now.Add(time.Duration(rank)*slot+3*slot/4)
-			if next < lo || next >= hi {
-				t.Fatalf("first down %v: %s (place %d) campaigns %v after waking, want in [%v, %v)",
-					firstDown, n.name(n.id), rank, next.Sub(now), lo.Sub(now), hi.Sub(now))
-			}
-		}
 	}
 }
