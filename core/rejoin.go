@@ -36,8 +36,8 @@ const (
 	// joins only the addresses of members not live, and lasts at most
 	// the window; and a member that came back knowing nobody (its data
 	// directory wiped, no gossip.join) hears of this agent from nothing
-	// but such a join, so the pause is how long it stays alone. At 30 s
-	// a run of short rounds left it alone past the failover bound.
+	// but such a join, so the pause bounds how long it stays alone
+	// (up to 30 s under Max alone, if the agent had been cut off first).
 	DefaultRejoinShortMax = 4 * time.Second
 	// DefaultRejoinGrace is how long an agent must have been cut off
 	// before its status says so: at start, and after a member restarts,
