@@ -97,6 +97,13 @@ type Membership struct {
 
 	stopJoin chan struct{}
 	joinDone sync.WaitGroup
+	// rejoinMu orders Rejoin's start of a join round with Shutdown's
+	// wait for joins (joinDone). It is not lifeMu: a digest push or a
+	// Leave holds that for up to a gossip round, and Rejoin is called
+	// on the agent's event loop, which must never wait on gossip: a
+	// wait there holds back every election's heartbeats.
+	rejoinMu      sync.Mutex
+	rejoinsClosed bool
 	// rejoining is set while a Rejoin round runs; snapshotAddrs are the
 	// snapshot's addresses read at start (rejoin.go).
 	rejoining     atomic.Bool
@@ -492,6 +499,9 @@ func (m *Membership) Shutdown() error {
 	}
 	m.shutdown = true
 	m.closing.Store(true)
+	m.rejoinMu.Lock()
+	m.rejoinsClosed = true // no Rejoin adds to joinDone after this
+	m.rejoinMu.Unlock()
 	close(m.stopJoin)
 	err := m.ml.Shutdown()
 	m.joinDone.Wait()

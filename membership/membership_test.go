@@ -495,3 +495,28 @@ func isAlive(v map[string]Member, name string) bool {
 	m, ok := v[name]
 	return ok && m.State == StateAlive
 }
+
+// Rejoin is called on the agent's event loop, so it must return at once
+// even while a digest push or a Leave holds lifeMu for a gossip round:
+// waiting there held back every election's heartbeats.
+func TestRejoinDoesNotWaitOnGossip(t *testing.T) {
+	n := start(t, testConfig("a", 1))
+	dead := freePort(t) // nothing listens there
+	n.lifeMu.Lock()     // what pushDigest holds around UpdateNode
+	returned := make(chan struct{})
+	go func() {
+		n.Rejoin([]string{dead})
+		close(returned)
+	}()
+	select {
+	case <-returned:
+	case <-time.After(5 * time.Second):
+		n.lifeMu.Unlock()
+		<-returned
+		t.Fatal("Rejoin waited for lifeMu, held by a digest push: the agent's loop would stall")
+	}
+	n.lifeMu.Unlock()
+	waitLog(t, n.logs, "the rejoin round ran", func(e observer.LoggedEntry) bool {
+		return e.Message == "rejoin: no address answered"
+	})
+}

@@ -14,9 +14,9 @@ func (m *Membership) Rejoin(addrs []string) {
 	if len(addrs) == 0 {
 		return
 	}
-	m.lifeMu.Lock()
-	defer m.lifeMu.Unlock()
-	if m.shutdown || !m.rejoining.CompareAndSwap(false, true) {
+	m.rejoinMu.Lock()
+	defer m.rejoinMu.Unlock()
+	if m.rejoinsClosed || !m.rejoining.CompareAndSwap(false, true) {
 		return
 	}
 	addrs = append([]string(nil), addrs...)
