@@ -337,13 +337,17 @@ func clusterKey(cfg config.Config) ([]byte, error) {
 // knows at start.
 func (a *Agent) coreConfig(name string, hs protocols.HardState, observed uint64, peerAddr string) core.Config {
 	seed := uint64(time.Now().UnixNano()) ^ uint64(a.self.ID)<<32
+	// Every line a core or its protocol logs names its election: an
+	// agent running several says which one changed leader or lost its
+	// quorum.
+	lg := a.log.With(zap.String("election", name))
 	c, _ := core.ConfigFor(a.cfg, name, core.Start{
 		HardState:      hs,
 		ObservedEpoch:  observed,
 		Now:            a.now(),
 		Rand:           core.NewRand(seed, uint64(os.Getpid())),
-		Logger:         a.log.Sugar(),
-		ProtocolLogger: zapLogger{a.log.Named("election").Sugar()},
+		Logger:         lg.Sugar(),
+		ProtocolLogger: zapLogger{lg.Named("election").Sugar()},
 		Gossip:         a.gossip != nil,
 		Reachable:      a.tr.Reachable,
 		GossipAddr:     a.gossipAddr,

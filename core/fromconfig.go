@@ -25,7 +25,8 @@ type Start struct {
 	Now           protocols.Time
 	Rand          *rand.Rand
 	// Logger receives the core's log lines, ProtocolLogger the
-	// protocol's; nil discards them.
+	// protocol's; nil discards them. The caller tags both with the
+	// election's name: the core's lines do not repeat it.
 	Logger         Logger
 	ProtocolLogger protocols.Logger
 	// Gossip says the cluster spreads gossip broadcasts (Config.Gossip).

@@ -21,7 +21,7 @@ func (n *Node) SetGroupLead(now protocols.Time, leads bool) bool {
 	}
 	defer n.settle(now)
 	n.groupLead = leads
-	n.log.Infow("group anchor leadership", "election", n.Name(), "leads_anchor", leads)
+	n.log.Infow("group anchor leadership", "leads_anchor", leads)
 	n.applyCandidacy(now)
 	return true
 }

@@ -89,7 +89,7 @@ func (n *Node) OpenSession(now protocols.Time) (uint64, error) {
 		s.deadline = now.Add(ttl)
 	}
 	n.sess.open = append(n.sess.open, s)
-	n.log.Infow("session opened", "election", n.Name(), "session", s.id, "open", len(n.sess.open))
+	n.log.Infow("session opened", "session", s.id, "open", len(n.sess.open))
 	n.applyCandidacy(now)
 	return s.id, nil
 }
@@ -116,7 +116,7 @@ func (n *Node) CloseSession(now protocols.Time, id uint64) {
 		return
 	}
 	n.sess.open = slices.Delete(n.sess.open, i, i+1)
-	n.log.Infow("session closed", "election", n.Name(), "session", id, "open", len(n.sess.open))
+	n.log.Infow("session closed", "session", id, "open", len(n.sess.open))
 	n.applyCandidacy(now)
 }
 
@@ -136,7 +136,7 @@ func (n *Node) expireSessions(now protocols.Time) {
 	expired := false
 	for _, s := range n.sess.open {
 		if s.deadline != 0 && now >= s.deadline {
-			n.log.Warnw("session expired: its holder missed its check-in", "election", n.Name(), "session", s.id, "ttl", n.cfg.Session.TTL)
+			n.log.Warnw("session expired: its holder missed its check-in", "session", s.id, "ttl", n.cfg.Session.TTL)
 			n.sess.ended = append(n.sess.ended, SessionEnd{ID: s.id, Expired: true})
 			expired = true
 			continue
