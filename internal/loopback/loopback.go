@@ -6,7 +6,11 @@ package loopback
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -20,23 +24,52 @@ var (
 	handedOut = map[int]bool{}
 )
 
+// Ports handed out lie below the kernel's ephemeral range (Linux's
+// net.ipv4.ip_local_port_range), from portFloor up. A port from inside it,
+// as binding port 0 gives, stays free only until the kernel picks it for
+// some process's outgoing connection or another bind to port 0, which
+// happens all the time on a machine running tests: a test's forwarder,
+// bound to port 0, once took the number just chosen for an agent's
+// transport. Below the range, only a process that names the port can
+// take it.
+const (
+	portFloor        = 10000
+	defaultEphemeral = 32768 // Linux's default lower bound
+)
+
+// ephemeralLow is the lowest port of the kernel's ephemeral range.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return defaultEphemeral
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 1 {
+		return defaultEphemeral
+	}
+	low, err := strconv.Atoi(f[0])
+	if err != nil {
+		return defaultEphemeral
+	}
+	return low
+}
+
 // FreePort returns a loopback port that is free for both TCP and UDP at the
-// time of asking: memberlist needs both on one number, and that this process
-// was never given before. Another process may still take it before the
-// caller binds it; callers start at once.
+// time of asking (memberlist needs both on one number), that this process
+// was never given before, and that the kernel does not hand out by itself
+// (below its ephemeral range, when that range leaves room). Another process
+// may still name it before the caller binds it; callers start at once.
 func FreePort() (int, error) {
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, fmt.Errorf("loopback: free port: %w", err)
+	low := ephemeralLow()
+	for range 200 {
+		port := 0
+		if low-portFloor >= 1000 {
+			port = portFloor + rand.IntN(low-portFloor)
 		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		l.Close()
-		if err != nil {
+		port, ok := tryPort(port)
+		if !ok {
 			continue
 		}
-		u.Close()
 		handedMu.Lock()
 		dup := handedOut[port]
 		handedOut[port] = true
@@ -46,4 +79,21 @@ func FreePort() (int, error) {
 		}
 	}
 	return 0, errors.New("loopback: no port free for both TCP and UDP")
+}
+
+// tryPort binds port (0: one the kernel picks) for TCP and then UDP on
+// 127.0.0.1, closes both, and returns the number if both binds worked.
+func tryPort(port int) (int, bool) {
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return 0, false
+	}
+	port = l.Addr().(*net.TCPAddr).Port
+	u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
+	l.Close()
+	if err != nil {
+		return 0, false
+	}
+	u.Close()
+	return port, true
 }

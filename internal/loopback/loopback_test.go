@@ -39,3 +39,21 @@ func TestFreePortNeverRepeats(t *testing.T) {
 		seen[port] = true
 	}
 }
+
+// TestFreePortBelowEphemeralRange: a handed-out port is one the kernel
+// never picks for an outgoing connection or a bind to port 0.
+func TestFreePortBelowEphemeralRange(t *testing.T) {
+	low := ephemeralLow()
+	if low-portFloor < 1000 {
+		t.Skipf("the ephemeral range starts at %d: no room below it", low)
+	}
+	for range 50 {
+		port, err := FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if port < portFloor || port >= low {
+			t.Fatalf("port %d outside [%d, %d), below the ephemeral range", port, portFloor, low)
+		}
+	}
+}
