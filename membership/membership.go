@@ -104,6 +104,9 @@ type Membership struct {
 	// wait there holds back every election's heartbeats.
 	rejoinMu      sync.Mutex
 	rejoinsClosed bool
+	// lonelyNext is when a member that knows nobody may be joined next
+	// (rejoin.go), by name; guarded by rejoinMu.
+	lonelyNext map[string]time.Time
 	// rejoining is set while a Rejoin round runs; snapshotAddrs are the
 	// snapshot's addresses read at start (rejoin.go).
 	rejoining     atomic.Bool
@@ -665,7 +668,8 @@ func (d *delegate) NotifyLeave(n *memberlist.Node) {
 
 func (d *delegate) NotifyUpdate(n *memberlist.Node) { d.m.record(EventUpdate, n, StateAlive) }
 
-func (d *delegate) AckPayload() []byte { return nil }
+// AckPayload tells a prober how many members this node knows (rejoin.go).
+func (d *delegate) AckPayload() []byte { return d.m.ackPayload() }
 
 // NotifyConflict is called when a node claims a name another node at
 // another address holds; memberlist keeps the first and ignores the other.
@@ -675,7 +679,9 @@ func (d *delegate) NotifyConflict(existing, other *memberlist.Node) {
 }
 
 // NotifyPingComplete is called when our direct probe of n was answered:
-// whatever made us suspect it is over.
-func (d *delegate) NotifyPingComplete(n *memberlist.Node, _ time.Duration, _ []byte) {
+// whatever made us suspect it is over, and if n knows nobody, this node
+// joins it (rejoin.go).
+func (d *delegate) NotifyPingComplete(n *memberlist.Node, _ time.Duration, payload []byte) {
 	d.m.setState(n.Name, StateSuspect, StateAlive, EventAlive)
+	d.m.lonelyAnswer(n, payload)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/conclave-agent/conclave/internal/leakcheck"
+	"github.com/conclave-agent/conclave/internal/loopback"
 	"github.com/conclave-agent/conclave/protocols"
 	"github.com/hashicorp/memberlist"
 	"go.uber.org/zap"
@@ -518,5 +519,48 @@ func TestRejoinDoesNotWaitOnGossip(t *testing.T) {
 	n.lifeMu.Unlock()
 	waitLog(t, n.logs, "the rejoin round ran", func(e observer.LoggedEntry) bool {
 		return e.Message == "rejoin: no address answered"
+	})
+}
+
+// A member that comes back knowing nobody (a wiped data directory, no
+// join list) on the address the others still list alive is joined by
+// them within about a probe interval, not at memberlist's next push-pull:
+// its acks say it knows only itself.
+func TestLonelyRestartIsJoined(t *testing.T) {
+	// Neither push-pull nor the reconnect loop may find it here: only
+	// the acks can.
+	slow := func(mc *memberlist.Config) {
+		fast(mc)
+		mc.PushPullInterval = time.Hour
+	}
+	ca := testConfig("a", 1)
+	ca.tune, ca.ReconnectInterval = slow, time.Hour
+	a := start(t, ca)
+	port, err := loopback.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb := testConfig("b", 2, a.LocalAddr())
+	cb.tune, cb.ReconnectInterval = slow, time.Hour
+	cb.Bind = fmt.Sprintf("127.0.0.1:%d", port)
+	b := start(t, cb)
+	a.w.until(t, "b alive", func(v map[string]Member) bool { return isAlive(v, "b") })
+	// Until the join's news has been gossiped its retransmits, gossip
+	// alone would tell the restarted b of a; a settled cluster has none.
+	time.Sleep(time.Second)
+
+	// b comes back at once, before a could suspect it, knowing nobody
+	// and under a new peer id (a wiped agent makes a new key).
+	if err := b.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	cb.Join, cb.PeerID = nil, "12D3KooWb-wiped"
+	b2 := start(t, cb)
+	b2.w.until(t, "the restarted b knows a", func(v map[string]Member) bool { return isAlive(v, "a") })
+	a.w.until(t, "a has b's new peer id", func(v map[string]Member) bool {
+		return isAlive(v, "b") && v["b"].PeerID == cb.PeerID
+	})
+	waitLog(t, a.logs, "a says it joined the member that knew nobody", func(e observer.LoggedEntry) bool {
+		return strings.HasPrefix(e.Message, "joined a member that knew nobody")
 	})
 }

@@ -3,6 +3,7 @@ package membership
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -503,5 +504,44 @@ func TestElectionsBitmap(t *testing.T) {
 	}
 	if silent := (Member{}); !silent.MayRun("jobs") {
 		t.Error("a member that does not say may not run jobs")
+	}
+}
+
+// An ack payload round-trips, and any other bytes decode to "says
+// nothing" without a panic (a probe's answer comes off the network).
+func FuzzKnownInAck(f *testing.F) {
+	f.Add([]byte{ackMagic, 1})
+	f.Add([]byte{ackMagic, 0x80})
+	f.Add([]byte{})
+	f.Add([]byte{0x00, 3})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		n, ok := knownInAck(b)
+		if !ok {
+			return
+		}
+		again, ok := knownInAck(binary.AppendUvarint([]byte{ackMagic}, n))
+		if !ok || again != n {
+			t.Fatalf("%d does not round-trip: %d, %v", n, again, ok)
+		}
+	})
+}
+
+func TestKnownInAck(t *testing.T) {
+	for _, tc := range []struct {
+		in   []byte
+		n    uint64
+		says bool
+	}{
+		{nil, 0, false},                // an older agent's ack
+		{[]byte{ackMagic}, 0, false},   // cut short
+		{[]byte{0x01, 1}, 0, false},    // another payload
+		{[]byte{ackMagic, 1}, 1, true}, // knows only itself
+		{[]byte{ackMagic, 0xac, 0x02}, 300, true},
+		{[]byte{ackMagic, 0x80}, 0, false}, // a varint cut short
+	} {
+		n, ok := knownInAck(tc.in)
+		if n != tc.n || ok != tc.says {
+			t.Errorf("knownInAck(%x) = %d, %v; want %d, %v", tc.in, n, ok, tc.n, tc.says)
+		}
 	}
 }

@@ -307,8 +307,8 @@ func (r *run) seedSplit(a Action, i, s int) {
 // strike voters only: every member's transport probes a voter (in bully
 // and ring every member is one), so the others see a wiped voter answer
 // gossip and not the transport, and join it. A wiped observer of
-// majority is seen by nobody's transport; with no gossip.join it waits
-// for memberlist's periodic push-pull (30 s), which the model does not
+// majority is seen by nobody's transport; the agent finds it through its
+// acks to gossip probes (membership/rejoin.go), which the model does not
 // have (docs/simulator.md, finding 15).
 func (r *run) voter(i int) bool { return i < len(r.voters) }
 

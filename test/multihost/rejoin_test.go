@@ -219,6 +219,52 @@ func TestWipedRestartRejoins(t *testing.T) {
 	t.Logf("wiped n1 rejoined after %v", summary(took))
 }
 
+// TestWipedObserverRejoins: n1, a majority observer with no gossip.join,
+// is killed, its data directory emptied, and restarted at once, before
+// gossip declares it dead. It knows nobody; the others still list it
+// alive, and no transport reaches for an observer, so none of them is
+// short of anyone. Its acks to their gossip probes say it knows only
+// itself, and the first to probe it joins it. Before, it waited for a
+// memberlist push-pull, 30 s apart: the deadline, a third of that, is
+// a failure bound, not a measured figure (those are logged).
+func TestWipedObserverRejoins(t *testing.T) {
+	c := newCluster(t, 4, "majority")
+	c.voters = []string{"n2", "n3", "n4"}
+	for _, h := range c.hosts {
+		c.configure(h, h.id)
+	}
+	c.startAll()
+	c.waitAgreement(0)
+	n1 := c.host("n1")
+	var took []time.Duration
+	for trial := range *rejoinTrials {
+		c.waitAgreement(0)
+		c.kill(n1)
+		wipe(t, n1)
+		restarted := time.Now()
+		c.start(n1)
+		var why string
+		deadline := restarted.Add(lonelyDeadline)
+		for {
+			if _, _, why = agreement(c.hosts, 0); why == "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("restart %d: the wiped observer n1 and the others do not agree %v after its restart: %s", trial+1, lonelyDeadline, why)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		d := time.Since(restarted)
+		took = append(took, d)
+		t.Logf("restart %d: wiped observer n1 agreed %v after its restart", trial+1, d)
+	}
+	t.Logf("wiped observer n1 agreed after %v", summary(took))
+}
+
+// lonelyDeadline bounds TestWipedObserverRejoins: a third of memberlist's
+// push-pull interval at LAN, which alone found the wiped observer before.
+const lonelyDeadline = 10 * time.Second
+
 // flagSet reports whether the command line set the flag named name.
 func flagSet(name string) bool {
 	set := false
