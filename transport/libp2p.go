@@ -50,7 +50,8 @@ type hostParts struct {
 // WebTransport, WebRTC with 17 pion modules), and its basic host links
 // AutoNAT, hole punching, the relay service and UPnP/NAT-PMP port mapping,
 // none of which a cluster on known TCP addresses uses. The resource manager
-// keeps libp2p's auto-scaled default limits.
+// keeps libp2p's auto-scaled default limits but for connections
+// (connLimits).
 //
 // What is left out: identify (members learn each other's peer id and
 // address from gossip; a peer running identify against this host gets "not
@@ -81,7 +82,7 @@ func newLibp2pHost(p hostParts) (h host.Host, err error) {
 		return nil, fmt.Errorf("peerstore: %w", err)
 	}
 	limits := rcmgr.DefaultLimits
-	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(limits.AutoScale()),
+	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(connLimits(limits.AutoScale())),
 		rcmgr.WithConnRateLimiters(memberConnRate()))
 	if err != nil {
 		return nil, fmt.Errorf("resource manager: %w", err)
@@ -126,6 +127,30 @@ func newLibp2pHost(p hostParts) (h host.Host, err error) {
 		sw.Notify(&network.NotifyBundle{DisconnectedF: func(_ network.Network, c network.Conn) { a.forget(c) }})
 	}
 	return lh, nil
+}
+
+// connLimits lifts the resource manager's connection limits from what
+// libp2p scales with memory (an eighth of it) to what file descriptors
+// allow (libp2p's own FD limit, half the process's). Scaled by memory, a
+// host of 4 GiB allows 160 connections, 80 of them inbound, and one of
+// 24 GiB 504 and 252: a voter holds a connection with every member that
+// probes it, every observer of a fleet, so at a few hundred agents its
+// inbound connections hit the limit, and the voters, refused, could not
+// reach each other to elect. Admission still gates who may connect
+// (admit.go) and the rate limiter how fast (memberConnRate). Streams,
+// memory and the per-peer limits stay libp2p's.
+func connLimits(scaled rcmgr.ConcreteLimitConfig) rcmgr.ConcreteLimitConfig {
+	p := scaled.ToPartialLimitConfig()
+	n := p.System.FD
+	if n < p.System.Conns {
+		return scaled
+	}
+	p.System.Conns, p.System.ConnsInbound, p.System.ConnsOutbound = n, n, n
+	// Half-open connections, before their handshake: a restarted voter
+	// is dialled by every observer at once.
+	t := n / 4
+	p.Transient.Conns, p.Transient.ConnsInbound, p.Transient.ConnsOutbound = max(t, p.Transient.Conns), max(t, p.Transient.ConnsInbound), max(t, p.Transient.ConnsOutbound)
+	return p.Build(scaled)
 }
 
 // memberConnRate is the resource manager's limit on new connections per

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"testing"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -70,4 +71,32 @@ func contextDone(t *testing.T) <-chan struct{} {
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	t.Cleanup(cancel)
 	return ctx.Done()
+}
+
+// A voter is connected to every observer that probes it: on a small host
+// the memory-scaled limits (80 inbound connections at 4 GiB) refused
+// them, and the voters' own connections with them. The limits follow
+// file descriptors instead, and never fall below libp2p's.
+func TestConnLimitsFollowFileDescriptors(t *testing.T) {
+	small := rcmgr.DefaultLimits.Scale(512<<20, 20000) // an eighth of 4 GiB
+	got := connLimits(small).ToPartialLimitConfig()
+	was := small.ToPartialLimitConfig()
+	if was.System.ConnsInbound >= 1000 {
+		t.Fatalf("the premise is gone: libp2p scales %d inbound connections at 512 MiB", was.System.ConnsInbound)
+	}
+	if got.System.ConnsInbound != was.System.FD || got.System.Conns != was.System.FD {
+		t.Errorf("system connections %d (inbound %d), want the FD limit %d", got.System.Conns, got.System.ConnsInbound, was.System.FD)
+	}
+	if got.Transient.ConnsInbound < was.Transient.ConnsInbound || got.Transient.ConnsInbound < was.System.FD/4 {
+		t.Errorf("transient inbound %d, want at least %d and a quarter of %d", got.Transient.ConnsInbound, was.Transient.ConnsInbound, was.System.FD)
+	}
+	if got.System.Streams != was.System.Streams || got.PeerDefault.Conns != was.PeerDefault.Conns {
+		t.Errorf("streams or per-peer limits changed: %d/%d, %d/%d", got.System.Streams, was.System.Streams, got.PeerDefault.Conns, was.PeerDefault.Conns)
+	}
+	// A process with few descriptors never gets less than libp2p gives.
+	tiny := rcmgr.DefaultLimits.Scale(512<<20, 100)
+	c, w := connLimits(tiny).ToPartialLimitConfig().System, tiny.ToPartialLimitConfig().System
+	if c.Conns < w.Conns || c.ConnsInbound < w.ConnsInbound || c.ConnsOutbound < w.ConnsOutbound {
+		t.Errorf("with 100 descriptors the limits fell: %+v, was %+v", c, w)
+	}
 }
