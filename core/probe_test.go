@@ -28,16 +28,21 @@ func checkProbed(t *testing.T, tn *testNode, want map[protocols.ID]bool) {
 	}
 }
 
-// TestObserverProbesOnlyVoters: a majority observer probes the voters and
-// leaves the other observers alone; a voter, and every bully or ring
-// member, probes everyone. Before, every agent of a fleet probed every
-// other, and 250 agents held 62,000 connections.
-func TestObserverProbesOnlyVoters(t *testing.T) {
+// TestMajorityProbesOnlyVoters: in majority every node, voter or
+// observer, probes the voters and leaves the observers alone; every bully
+// or ring member probes everyone. Before, every agent of a fleet probed
+// every other, and 250 agents held 62,000 connections; then voters still
+// probed every observer, and a voter of 250 held 500.
+func TestMajorityProbesOnlyVoters(t *testing.T) {
 	obs, _ := newTestNode(t, "majority", asObserver)
 	joinFleet(obs)
 	checkProbed(t, obs, map[protocols.ID]bool{2: true, 3: true, 4: true, 5: false, 6: false})
 
-	for _, protocol := range []string{"majority", "bully", "ring"} {
+	voter, _ := newTestNode(t, "majority", func(c *Config) { c.Election.Voters = []string{"self", "a", "b", "c"} })
+	joinFleet(voter)
+	checkProbed(t, voter, map[protocols.ID]bool{2: true, 3: true, 4: true, 5: false, 6: false})
+
+	for _, protocol := range []string{"bully", "ring"} {
 		tn, _ := newTestNode(t, protocol)
 		joinFleet(tn)
 		checkProbed(t, tn, map[protocols.ID]bool{2: true, 3: true, 4: true, 5: true, 6: true})
@@ -60,9 +65,9 @@ func (r reconfigured) Status(now protocols.Time) protocols.Status {
 func (r reconfigured) ChangeVoters(protocols.Time, protocols.VoterChange) error { return nil }
 func (r reconfigured) Problems() []string                                       { return nil }
 
-// TestProbeScopeFollowsVoterChanges: the observer promoted to voter probes
-// everyone; an observer learns to probe a newly promoted observer and to
-// stop probing a removed voter.
+// TestProbeScopeFollowsVoterChanges: an observer learns to probe a newly
+// promoted observer and to stop probing a removed voter; promoted itself,
+// it still probes only the voters.
 func TestProbeScopeFollowsVoterChanges(t *testing.T) {
 	tn, _ := newTestNode(t, "majority", asObserver)
 	joinFleet(tn)
@@ -79,5 +84,5 @@ func TestProbeScopeFollowsVoterChanges(t *testing.T) {
 	reconfigure("a", "b", "o5")
 	checkProbed(t, tn, map[protocols.ID]bool{2: true, 3: true, 4: false, 5: true, 6: false})
 	reconfigure("a", "b", "self")
-	checkProbed(t, tn, map[protocols.ID]bool{2: true, 3: true, 4: true, 5: true, 6: true})
+	checkProbed(t, tn, map[protocols.ID]bool{2: true, 3: true, 4: false, 5: false, 6: false})
 }

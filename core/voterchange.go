@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/conclave-agent/conclave/api"
 	"github.com/conclave-agent/conclave/protocols"
@@ -20,6 +21,12 @@ import (
 // two, after which the protocol counts it (adding a second voter to a
 // cluster of one needs that answer).
 const addRetryETs = 2
+
+// addRetryMin is the least an add waits, whatever the election timeout:
+// no voter probes an observer (probe.go), so the leader reaches the
+// member being added once it answers those heartbeats, over a connection
+// it may have to dial first.
+const addRetryMin = time.Second
 
 // maxVoterRequests bounds the changes waiting at once. The protocol takes
 // one change at a time, so more than a few are callers retrying.
@@ -49,9 +56,11 @@ type voterRequest struct {
 }
 
 // ProposeVoters starts voter change c on this node, which must lead. The
-// core's own checks run first: a member to be added must be alive and
-// reachable now, since a voter that cannot answer weakens the quorum from
-// the moment it is added. Their refusal, and a protocol refusal that no
+// core's own checks run first: a member to be added must be alive, and
+// reachable before it is proposed, since a voter that cannot answer
+// weakens the quorum from the moment it is added (it is probed, and sent
+// heartbeats, while the change waits; unreached by the retry's end, the
+// change is refused). Their refusal, and a protocol refusal that no
 // retry can cure, come back at once as err. Otherwise the outcome arrives
 // as a VoterResult with the returned token in a later Ready: committed,
 // or why not.
@@ -70,7 +79,7 @@ func (n *Node) ProposeVoters(now protocols.Time, c protocols.VoterChange) (token
 		n.heartbeatExtra(c.Add, now.Add(RemovedGrace))
 	}
 	n.voterSeq++
-	r := voterRequest{token: n.voterSeq, change: c, retryUntil: now.Add(addRetryETs * n.cfg.Election.ElectionTimeout)}
+	r := voterRequest{token: n.voterSeq, change: c, retryUntil: now.Add(max(addRetryETs*n.cfg.Election.ElectionTimeout, addRetryMin))}
 	done, res := n.tryPropose(now, &r)
 	if done {
 		if res.Err != nil {
@@ -80,6 +89,7 @@ func (n *Node) ProposeVoters(now protocols.Time, c protocols.VoterChange) (token
 		return r.token, nil
 	}
 	n.voterReqs = append(n.voterReqs, r)
+	n.refreshProbe(c.Add)
 	return r.token, nil
 }
 
@@ -98,10 +108,30 @@ func (n *Node) admitVoterChange(c protocols.VoterChange) error {
 		return fmt.Errorf("%w: %q is not a member this leader (%s) knows: start its agent and check 'agent members' lists it", ErrChangeRefused, c.Add, n.self.Name)
 	case !isLive(m):
 		return fmt.Errorf("%w: %q is %s: start its agent first", ErrChangeRefused, c.Add, m.State)
-	case !n.reached(m):
-		return fmt.Errorf("%w: %q is not reachable from the leader (%s) over the election transport: check its [transport] address and the cluster key", ErrChangeRefused, c.Add, n.self.Name)
+	case !n.reached(m) && !n.probe.off[m.ID]:
+		// Probed and still not reached: no need to wait.
+		return n.unreachedErr(c.Add)
 	}
 	return nil
+}
+
+// unreachedErr refuses adding name, which the transport does not reach.
+func (n *Node) unreachedErr(name string) error {
+	return fmt.Errorf("%w: %q is not reachable from the leader (%s) over the election transport: check its [transport] address and the cluster key", ErrChangeRefused, name, n.self.Name)
+}
+
+// waitsForReach reports whether r adds a member the transport has not
+// reached yet, and with done, that the wait is over: the change is
+// refused.
+func (n *Node) waitsForReach(now protocols.Time, r *voterRequest) (waits, done bool) {
+	add := r.change.Add
+	if add == "" || add == n.self.Name {
+		return false, false
+	}
+	if m, ok := n.members[add]; ok && n.reached(m) {
+		return false, false
+	}
+	return true, now >= r.retryUntil
 }
 
 // tryPropose hands r's change to the protocol once more. done with a
@@ -109,6 +139,12 @@ func (n *Node) admitVoterChange(c protocols.VoterChange) error {
 // retry or, once proposed (r.target set), for its commit.
 func (n *Node) tryPropose(now protocols.Time, r *voterRequest) (done bool, res VoterResult) {
 	res.Token = r.token
+	if waits, over := n.waitsForReach(now, r); waits {
+		if over {
+			res.Err = n.unreachedErr(r.change.Add)
+		}
+		return over, res
+	}
 	vc, _ := n.voterChanger()
 	err := vc.ChangeVoters(now, r.change)
 	switch {
@@ -130,6 +166,7 @@ func (n *Node) checkVoterRequests(now protocols.Time) {
 		return
 	}
 	kept := n.voterReqs[:0]
+	var ended []string
 	for _, r := range n.voterReqs {
 		var (
 			done bool
@@ -144,11 +181,15 @@ func (n *Node) checkVoterRequests(now protocols.Time) {
 		}
 		if done {
 			n.voterDone = append(n.voterDone, res)
+			ended = append(ended, r.change.Add)
 		} else {
 			kept = append(kept, r)
 		}
 	}
 	n.voterReqs = kept
+	for _, name := range ended {
+		n.refreshProbe(name) // its probe may stop now
+	}
 }
 
 // voterDeadline is the earliest time a waiting change must be looked at

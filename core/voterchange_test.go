@@ -29,6 +29,13 @@ func settledVoters(tn *testNode) []VoterResult {
 	for tn.HasReady() {
 		rd := tn.Ready()
 		out = append(out, rd.VoterResults...)
+		for _, p := range rd.Peers {
+			if p.Remove {
+				delete(tn.probed, p.ID)
+			} else {
+				tn.probed[p.ID] = p.Probe
+			}
+		}
 		tn.Advance(rd)
 	}
 	return out
@@ -87,5 +94,78 @@ func TestProposeVotersRetryIsBounded(t *testing.T) {
 	}
 	if len(tn.voterReqs) != 0 {
 		t.Fatalf("%d requests still wait", len(tn.voterReqs))
+	}
+}
+
+// TestAddedMemberProbedWhileChangeWaits: no voter probes an observer, so
+// the leader probes the member it is adding while the change waits, and
+// stops once the change ends.
+func TestAddedMemberProbedWhileChangeWaits(t *testing.T) {
+	tn := soleLeader(t)
+	settledVoters(tn)
+	checkProbed(t, tn, map[protocols.ID]bool{2: false})
+	if _, err := tn.ProposeVoters(tn.now, protocols.VoterChange{Add: "a"}); err != nil {
+		t.Fatalf("propose: %v", err)
+	}
+	settledVoters(tn)
+	checkProbed(t, tn, map[protocols.ID]bool{2: true})
+	var rs []VoterResult
+	for end := tn.now.Add(time.Minute); len(rs) == 0 && tn.now < end; {
+		tn.now = tn.now.Add(50 * time.Millisecond)
+		tn.Tick(tn.now)
+		rs = settledVoters(tn)
+	}
+	if len(rs) != 1 {
+		t.Fatalf("the change did not settle: %+v", rs)
+	}
+	checkProbed(t, tn, map[protocols.ID]bool{2: false})
+}
+
+// TestProposeVotersWaitsForReach: a member the transport has not reached
+// yet, and that nobody probed, is not refused at once: the change waits
+// while the leader probes it and sends it heartbeats, and is refused as
+// unreachable only when the retry ends, at least addRetryMin later.
+func TestProposeVotersWaitsForReach(t *testing.T) {
+	tn := soleLeader(t)
+	tn.reachable[2] = false
+	settledVoters(tn)
+	start := tn.now
+	token, err := tn.ProposeVoters(tn.now, protocols.VoterChange{Add: "a"})
+	if err != nil {
+		t.Fatalf("propose: %v, want a wait", err)
+	}
+	var rs []VoterResult
+	for end := tn.now.Add(time.Minute); len(rs) == 0 && tn.now < end; {
+		tn.now = tn.now.Add(50 * time.Millisecond)
+		tn.Tick(tn.now)
+		rs = settledVoters(tn)
+	}
+	if len(rs) != 1 || rs[0].Token != token || !errors.Is(rs[0].Err, ErrChangeRefused) {
+		t.Fatalf("settled %+v; want token %d refused as unreachable", rs, token)
+	}
+	if waited := tn.now.Sub(start); waited < addRetryMin {
+		t.Fatalf("refused after %v, before addRetryMin (%v)", waited, addRetryMin)
+	}
+	if st, _ := tn.Leader(tn.now); st.Config.Has("a") {
+		t.Fatalf("an unreachable member was proposed: %v", st.Config)
+	}
+
+	// Reached during the wait, it goes on to the protocol, which waits
+	// for its answers to the leader's heartbeats (nobody answers here)
+	// and refuses it for that, not as unreachable.
+	tn.reachable[2] = false
+	if _, err := tn.ProposeVoters(tn.now, protocols.VoterChange{Add: "a"}); err != nil {
+		t.Fatalf("propose again: %v", err)
+	}
+	tn.now = tn.now.Add(100 * time.Millisecond)
+	tn.reachable[2] = true
+	rs = nil
+	for end := tn.now.Add(time.Minute); len(rs) == 0 && tn.now < end; {
+		tn.now = tn.now.Add(50 * time.Millisecond)
+		tn.Tick(tn.now)
+		rs = settledVoters(tn)
+	}
+	if len(rs) != 1 || !errors.Is(rs[0].Err, protocols.ErrWouldLoseQuorum) {
+		t.Fatalf("reached during the wait: settled %+v; want the protocol's ErrWouldLoseQuorum", rs)
 	}
 }
