@@ -122,6 +122,9 @@ type Rejoin struct {
 	pause time.Duration
 	due   time.Time
 	short bool
+	// lastRound is when the last round was handed out, lastReset when
+	// news last started the pace over (rate-limited: see Plan).
+	lastRound, lastReset time.Time
 	// cutSince is when the problem line's condition last turned true;
 	// zero while it is false.
 	cutSince time.Time
@@ -181,7 +184,8 @@ func NewRejoin(cfg RejoinConfig, rng *rand.Rand) *Rejoin {
 // snapshot holds count as seen), or when it is alone while gossip, gossip.join,
 // the snapshot or its voter list name others, or when gossip says a
 // member is alive that the transport does not reach. While short, it joins
-// through every address it knows but those of live members —
+// through the addresses it knows but those of live members, at most
+// maxRejoinTry a round (pick) —
 // gossip.join, the snapshot, members gossip lists as dead, left or
 // unreached — at once when it turns short, loses another member, learns
 // an address it has not tried or sees a member it does not reach restart
@@ -241,7 +245,9 @@ func (r *Rejoin) Plan(in RejoinInput) RejoinPlan {
 	}
 	if !short {
 		// Not cut off either (cut off implies short): no problem line.
-		r.short, r.pause, r.live, r.try = false, 0, live, nil
+		// The pause is kept: it starts over when this agent turns short
+		// again, at most once per ShortMax (below).
+		r.short, r.live, r.try = false, live, nil
 		return RejoinPlan{Next: in.Now.Add(r.cfg.Min)}
 	}
 
@@ -277,6 +283,7 @@ func (r *Rejoin) Plan(in RejoinInput) RejoinPlan {
 		plan.Problem = problem(in, quorumShort, liveVoters, try)
 	}
 	news := live < r.live || slices.ContainsFunc(try, func(a string) bool { return !slices.Contains(r.try, a) })
+	identNews := false
 	idents := r.spare
 	if idents == nil {
 		idents = make(map[string]string)
@@ -286,16 +293,28 @@ func (r *Rejoin) Plan(in RejoinInput) RejoinPlan {
 		if !m.Live && m.Identity != "" {
 			idents[m.Name] = m.Identity
 			if old, ok := r.idents[m.Name]; ok && old != m.Identity {
-				news = true
+				identNews = true
 			}
 		}
 	}
 	r.live, r.try, r.idents, r.spare = live, try, idents, r.idents
-	if !r.short || news {
-		// Just turned short, lost a member or learned an address: a
-		// round now, and the pace starts over.
-		r.short, r.due, r.pause = true, in.Now, 0
+	// Just turned short, lost a member, learned an address or saw a
+	// member it does not reach restart: a round now (never within Min of
+	// the last), and the pace starts over. While only short (a quorum of
+	// voters reached), turning short or losing a member starts it over at
+	// most once per ShortMax: in an overloaded fleet members flap all the
+	// time, and starting over at each flap made every observer push-pull
+	// the whole member list several times a second, which overloaded it
+	// further (250 agents on 2 cores never elected). A new identity, or
+	// any news while cut off, starts it over at once.
+	cut := quorumShort || alone
+	if identNews || ((!r.short || news) && (cut || r.lastReset.IsZero() || in.Now.Sub(r.lastReset) >= r.cfg.ShortMax)) {
+		r.due, r.pause, r.lastReset = in.Now, 0, in.Now
+		if !r.lastRound.IsZero() {
+			r.due = later(in.Now, r.lastRound.Add(r.cfg.Min))
+		}
 	}
+	r.short = true
 	limit := r.cfg.Max
 	if !quorumShort && !alone {
 		limit = r.cfg.ShortMax
@@ -312,7 +331,8 @@ func (r *Rejoin) Plan(in RejoinInput) RejoinPlan {
 		plan.Next = r.due
 		return plan
 	}
-	plan.Try = try
+	plan.Try = r.pick(try, in.Members)
+	r.lastRound = in.Now
 	if r.pause == 0 {
 		r.pause = r.cfg.Min
 	} else {
@@ -321,6 +341,45 @@ func (r *Rejoin) Plan(in RejoinInput) RejoinPlan {
 	r.due = in.Now.Add(r.jitter(r.pause))
 	plan.Next = r.due
 	return plan
+}
+
+// maxRejoinTry bounds the joins of one round. One push-pull with any
+// member teaches everything it knows, so more joins per round add little
+// but cost: each carries the whole member list both ways, and an
+// overloaded fleet of 250 whose observers each joined every member they
+// had seen flap spent its CPU on push-pulls instead of elections.
+const maxRejoinTry = 3
+
+// pick returns at most maxRejoinTry of try (sorted): first the members
+// gossip says are alive that the transport does not reach (a member that
+// restarted knowing nobody waits for exactly such a join), then a random
+// draw of the rest, so that successive rounds cover them all.
+func (r *Rejoin) pick(try []string, members []RejoinMember) []string {
+	if len(try) <= maxRejoinTry {
+		return try
+	}
+	out := make([]string, 0, maxRejoinTry)
+	for _, m := range members {
+		if len(out) < maxRejoinTry && m.Alive && !m.Live && slices.Contains(try, m.Addr) && !slices.Contains(out, m.Addr) {
+			out = append(out, m.Addr)
+		}
+	}
+	rest := slices.DeleteFunc(slices.Clone(try), func(a string) bool { return slices.Contains(out, a) })
+	for len(out) < maxRejoinTry && len(rest) > 0 {
+		i := r.rng.IntN(len(rest))
+		out = append(out, rest[i])
+		rest = slices.Delete(rest, i, i+1)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // jitter draws a wait between half and all of pause, so that agents

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -307,5 +308,81 @@ func TestRejoinView(t *testing.T) {
 	voters, ms = bully.RejoinView(bully.now)
 	if voters != nil || len(ms) != 1 || ms[0].Live {
 		t.Errorf("bully: voters %v, members %+v; want none, and o not live (every member is a candidate, so the transport must reach it)", voters, ms)
+	}
+}
+
+// TestRejoinRoundIsBounded: a round joins at most maxRejoinTry
+// addresses, a member gossip says is alive but the transport does not
+// reach always among them, and successive rounds cover the others.
+func TestRejoinRoundIsBounded(t *testing.T) {
+	r := NewRejoin(RejoinConfig{Min: 100 * time.Millisecond, Max: time.Second}, rand.New(rand.NewPCG(8, 8)))
+	now := time.Unix(1000, 0)
+	in := RejoinInput{Self: "o0", Voters: []string{"v1", "v2", "v3"}}
+	for _, v := range in.Voters {
+		in.Members = append(in.Members, RejoinMember{Name: v, Addr: v + ":1", Live: true, Alive: true})
+	}
+	for i := 1; i <= 20; i++ { // observers gossip marked dead
+		in.Members = append(in.Members, RejoinMember{Name: fmt.Sprintf("o%d", i), Addr: fmt.Sprintf("o%d:1", i)})
+	}
+	in.Members = append(in.Members, RejoinMember{Name: "wiped", Addr: "wiped:1", Alive: true})
+	covered := map[string]bool{}
+	rounds := 0
+	for range 2000 { // 20 s in 10 ms steps
+		in.Now = now
+		p := r.Plan(in)
+		if len(p.Try) > 0 {
+			rounds++
+			if len(p.Try) > maxRejoinTry {
+				t.Fatalf("a round of %d joins: %v", len(p.Try), p.Try)
+			}
+			if !slices.Contains(p.Try, "wiped:1") {
+				t.Fatalf("round %d left out the member alive in gossip but unreached: %v", rounds, p.Try)
+			}
+			for _, a := range p.Try {
+				covered[a] = true
+			}
+		}
+		now = now.Add(10 * time.Millisecond)
+	}
+	if len(covered) < 10 {
+		t.Errorf("%d rounds covered only %d addresses: %v", rounds, len(covered), slices.Sorted(maps.Keys(covered)))
+	}
+}
+
+// TestRejoinFlappingKeepsPace: members that flap at every look (an
+// overloaded fleet) while a quorum of voters is reached restart the pace
+// at most once per ShortMax: the rounds thin out instead of coming every
+// Min or sooner.
+func TestRejoinFlappingKeepsPace(t *testing.T) {
+	cfg := RejoinConfig{Min: 500 * time.Millisecond, Max: 30 * time.Second, ShortMax: 4 * time.Second}
+	r := NewRejoin(cfg, rand.New(rand.NewPCG(9, 1)))
+	now := time.Unix(1000, 0)
+	in := RejoinInput{Self: "o0", Voters: []string{"v1", "v2", "v3"}}
+	var rounds []time.Time
+	for step := range 2000 { // 20 s in 10 ms steps
+		in.Now = now
+		in.Members = in.Members[:0]
+		for _, v := range in.Voters {
+			in.Members = append(in.Members, RejoinMember{Name: v, Addr: v + ":1", Live: true, Alive: true})
+		}
+		// Every look, one more of the others flaps down, then they
+		// come back: a loss each time.
+		for i := 1; i <= 50; i++ {
+			live := (i+step)%7 != 0
+			in.Members = append(in.Members, RejoinMember{Name: fmt.Sprintf("o%d", i), Addr: fmt.Sprintf("o%d:1", i), Live: live, Alive: live})
+		}
+		if p := r.Plan(in); len(p.Try) > 0 {
+			rounds = append(rounds, now)
+		}
+		now = now.Add(10 * time.Millisecond)
+	}
+	for i := 1; i < len(rounds); i++ {
+		if gap := rounds[i].Sub(rounds[i-1]); gap < cfg.Min/2 {
+			t.Fatalf("rounds %d and %d %v apart, under the jittered Min (%v)", i-1, i, gap, cfg.Min/2)
+		}
+	}
+	// Unbounded, a round came every Min: 40 in 20 s.
+	if len(rounds) > 25 {
+		t.Errorf("%d rounds in 20 s of flapping, want the pace to grow between resets", len(rounds))
 	}
 }
