@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -477,6 +478,66 @@ func (c *cluster) describe() string {
 		}
 	}
 	return strings.Join(parts, "; ")
+}
+
+// tally groups the running agents by what they last said (role, leader
+// and epoch), largest group first, naming up to three agents of each
+// group smaller than a tenth of the fleet: in a fleet that has not agreed
+// yet it says who lags and on what, where describe would list hundreds.
+func (c *cluster) tally() string {
+	groups := map[string][]string{}
+	for _, a := range c.agents {
+		var key string
+		o, ok := a.latest()
+		switch {
+		case !a.running():
+			key = "down"
+		case !ok:
+			key = "no watch line"
+		default:
+			key = fmt.Sprintf("%s leader=%q epoch=%d", o.st.Role, o.st.Leader, o.st.Epoch)
+		}
+		groups[key] = append(groups[key], a.name)
+	}
+	keys := make([]string, 0, len(groups))
+	for k := range groups {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if len(groups[keys[i]]) != len(groups[keys[j]]) {
+			return len(groups[keys[i]]) > len(groups[keys[j]])
+		}
+		return keys[i] < keys[j]
+	})
+	var parts []string
+	for _, k := range keys {
+		names := groups[k]
+		part := fmt.Sprintf("%d %s", len(names), k)
+		if len(names)*10 < len(c.agents) {
+			part += " (" + strings.Join(names[:min(3, len(names))], ", ")
+			if len(names) > 3 {
+				part += ", …"
+			}
+			part += ")"
+		}
+		parts = append(parts, part)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// waitAgreementTallied is waitAgreement over the whole fleet that logs
+// the tally every every while it waits, so that a slow convergence says
+// who was behind and on what.
+func (c *cluster) waitAgreementTallied(d, every time.Duration, logf func(string, ...any)) (agreement, error) {
+	deadline := time.Now().Add(d)
+	for {
+		chunk := min(every, time.Until(deadline))
+		ag, err := c.waitAgreement(chunk, nil, nil)
+		if err == nil || c.ctx.Err() != nil || time.Until(deadline) <= 0 {
+			return ag, err
+		}
+		logf("not agreed yet: %s", c.tally())
+	}
 }
 
 // stop kills every agent and proxy and waits for the watchers.

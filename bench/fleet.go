@@ -87,7 +87,9 @@ func measureFleet(ctx context.Context, o *options, n, voters, trials int, window
 		}
 	}
 	lastStart := time.Now()
-	ag, err := c.waitAgreement(formWait*time.Duration(max(1, n/50)), nil, nil)
+	ag, err := c.waitAgreementTallied(formWait*time.Duration(max(1, n/50)), 10*time.Second, func(f string, args ...any) {
+		o.logf("fleet n=%d: "+f, append([]any{n}, args...)...)
+	})
 	if err != nil {
 		res.Error = clip(err.Error())
 		return res, nil

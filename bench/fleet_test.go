@@ -2,10 +2,12 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // metricsSample is the shape of an agent's GET /metrics: the Go and
@@ -164,5 +166,28 @@ func TestFleetAgentTableAndRatio(t *testing.T) {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("report with goroutines 60 ÷ 48 lacks %q", want)
 		}
+	}
+}
+
+// TestTallyNamesTheLaggards checks the fleet's progress line: groups by
+// what each agent last said, largest first, naming the members of the
+// small groups only, and counting agents that never started as down.
+func TestTallyNamesTheLaggards(t *testing.T) {
+	c := &cluster{}
+	say := func(name string, st agentStatus) {
+		done := make(chan struct{})
+		a := &agentProc{name: name, done: done, watched: true, last: observation{at: time.Now(), st: st}}
+		c.agents = append(c.agents, a)
+	}
+	for i := 0; i < 20; i++ {
+		say(fmt.Sprintf("o%d", i), agentStatus{Role: "observer", Leader: "n1", Epoch: 2})
+	}
+	say("n1", agentStatus{Role: "leader", Leader: "n1", Epoch: 2})
+	say("late", agentStatus{Role: "observer", Leader: "n2", Epoch: 1})
+	c.agents = append(c.agents, &agentProc{name: "never"})
+	got := c.tally()
+	want := `20 observer leader="n1" epoch=2; 1 down (never); 1 leader leader="n1" epoch=2 (n1); 1 observer leader="n2" epoch=1 (late)`
+	if got != want {
+		t.Fatalf("tally:\n got %s\nwant %s", got, want)
 	}
 }
