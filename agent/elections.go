@@ -222,7 +222,8 @@ func (a *Agent) storeSnapshots() {
 
 // snapshotEvery bounds how stale a snapshot's view (members, quorum,
 // problems) may be between the inputs that refresh it at once: four
-// heartbeat intervals (200 ms at the defaults). A follower of 50
+// heartbeat intervals (200 ms at the defaults) while inputs arrive, one
+// more once they stop (owedSnapshots). A follower of 50
 // elections is touched once per election per interval; at one interval
 // every touch took a full snapshot, a tenth of its CPU.
 func (a *Agent) snapshotEvery() time.Duration {
@@ -232,8 +233,16 @@ func (a *Agent) snapshotEvery() time.Duration {
 // owedSnapshots returns the earliest time an election's full snapshot
 // is owed (ok false: none); with touch, it touches the elections whose
 // owed snapshot is due at now, so the loop takes it.
+//
+// An owed snapshot falls due one heartbeat interval after snapshotEvery
+// has passed. While heartbeats flow, the first input after
+// snapshotEvery takes the full snapshot (storeSnapshots) and clears the
+// debt, so the loop needs no wake of its own for it; due at
+// snapshotEvery itself, the owed wake raced the heartbeat due at the
+// same moment and won about half the time, several wakes a second on
+// every voter. The wake is for when inputs stop.
 func (a *Agent) owedSnapshots(now protocols.Time, touch bool) (next protocols.Time, ok bool) {
-	every := a.snapshotEvery()
+	every := a.snapshotEvery() + a.cfg.Detector.HeartbeatInterval.Std()
 	for _, e := range a.elections {
 		if !e.snapOwed {
 			continue

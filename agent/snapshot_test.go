@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/conclave-agent/conclave/api"
+	"github.com/conclave-agent/conclave/config"
 	"github.com/conclave-agent/conclave/core"
 	"github.com/conclave-agent/conclave/protocols"
 )
@@ -36,5 +37,24 @@ func TestSnapshotNeverOutlivesTheLease(t *testing.T) {
 	close(a.loopDone)
 	if _, ok := a.loadSnapshot(a.def()); ok {
 		t.Fatal("a stopped agent still answers from its snapshot")
+	}
+}
+
+// TestOwedSnapshotLeavesTheHeartbeatFirst: a snapshot owed after a
+// freshened touch falls due one heartbeat interval after snapshotEvery,
+// so that while heartbeats flow the one due at snapshotEvery takes it
+// and the loop spends no wake of its own; once inputs stop, the wake
+// takes it.
+func TestOwedSnapshotLeavesTheHeartbeatFirst(t *testing.T) {
+	a := &Agent{elections: []*election{{name: "default", snapOwed: true, snapAt: protocols.Time(time.Second)}}}
+	a.cfg.Detector.HeartbeatInterval = config.Duration(50 * time.Millisecond)
+	e := a.def()
+	heartbeatDue := e.snapAt.Add(a.snapshotEvery())
+	if next, ok := a.owedSnapshots(heartbeatDue, true); !ok || next <= heartbeatDue || e.touched {
+		t.Fatalf("at the heartbeat due at snapshotEvery: owed wake %v (ok %v), touched %v; want a later wake, untouched", next, ok, e.touched)
+	}
+	silent := heartbeatDue.Add(50 * time.Millisecond)
+	if _, ok := a.owedSnapshots(silent, true); ok || !e.touched || !e.snapDue {
+		t.Fatalf("a heartbeat interval later: ok %v, touched %v, due %v; want the owed snapshot taken", ok, e.touched, e.snapDue)
 	}
 }
