@@ -12,7 +12,11 @@
 #   N=20 V=3 SETTLE=15 bash bench/profile-cluster.sh …   # a small fleet
 #   go tool pprof -top /tmp/agent.new /tmp/new/n1.prof
 #
-# usage: [N=5] [V=N] [SETTLE=10] profile-cluster.sh BIN PROTOCOL OUT WINDOW_S [agent flags…]
+# With TRACE=1 each agent also writes a Go execution trace of its life
+# (CONCLAVE_TRACE) to OUT/nK.trace; bench/cmd/wakes counts what woke it:
+#   cd bench && go run ./cmd/wakes -skip 10s -window 40s /tmp/new/n2.trace
+#
+# usage: [N=5] [V=N] [SETTLE=10] [TRACE=1] profile-cluster.sh BIN PROTOCOL OUT WINDOW_S [agent flags…]
 # The ports are picked at random between 20000 and 60000; a collision
 # shows as an agent that failed to start (its log is in OUT).
 set -euo pipefail
@@ -35,6 +39,7 @@ for i in $(seq 0 $((N - 1))); do
 		if [ "$j" != "$i" ] && [ "$j" -lt "$N" ]; then join+=("${binds[$j]}"); fi
 	done
 	mkdir -p "$OUT/$n"
+	CONCLAVE_TRACE=${TRACE:+$OUT/$n.trace} \
 	CONCLAVE_CPUPROFILE="$OUT/$n.prof" "$BIN" run -node.name="$n" -node.id=$((i + 1)) -node.data_dir="$OUT/$n" \
 		-gossip.bind="${binds[$i]}" -gossip.join="$(IFS=,; echo "${join[*]}")" \
 		-transport.listen="/ip4/127.0.0.1/tcp/$((base + N + i))" -election.protocol="$PROTO" \

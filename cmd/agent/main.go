@@ -181,7 +181,7 @@ func commandNames() []string {
 }
 
 func main() {
-	stopProfile := func() {}
+	stopProfile, stopTrace := func() {}, func() {}
 	if len(os.Args) > 1 && os.Args[1] == "run" {
 		oneProcessor()
 		var err error
@@ -189,8 +189,14 @@ func main() {
 			fmt.Fprintf(os.Stderr, "agent: %v\n", err)
 			os.Exit(1)
 		}
+		if stopTrace, err = startTrace(); err != nil {
+			stopProfile()
+			fmt.Fprintf(os.Stderr, "agent: %v\n", err)
+			os.Exit(1)
+		}
 	}
 	code := dispatch(os.Args[1:], os.Stdout, os.Stderr)
+	stopTrace()
 	stopProfile()
 	os.Exit(code)
 }

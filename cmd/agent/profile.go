@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 )
 
 // cpuProfileEnv names a file to which `agent run` writes a CPU profile of
@@ -30,6 +31,34 @@ func startCPUProfile() (stop func(), err error) {
 	}
 	return func() {
 		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
+// traceEnv names a file to which `agent run` writes a Go execution trace
+// of its whole life, for finding what wakes an idle agent (bench/cmd/wakes
+// counts the wake-ups by cause). Like cpuProfileEnv it is a debugging
+// aid, written when the daemon stops cleanly; a trace grows by about
+// 20 KB a second on an idle voter.
+const traceEnv = "CONCLAVE_TRACE"
+
+// startTrace starts the execution trace traceEnv asks for, if any, and
+// returns the function that stops it and closes the file.
+func startTrace() (stop func(), err error) {
+	path := os.Getenv(traceEnv)
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", traceEnv, err)
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", traceEnv, err)
+	}
+	return func() {
+		trace.Stop()
 		f.Close()
 	}, nil
 }
