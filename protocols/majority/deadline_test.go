@@ -112,3 +112,51 @@ func TestNextDeadlineIsNeverStaleAfterTick(t *testing.T) {
 		t.Fatal("no deadline was ever armed: the check checked nothing")
 	}
 }
+
+// TestQuorumCheckRidesTheHeartbeat: an idle leader's only deadline is its
+// next heartbeat (the quorum check waits for it, so the driver never wakes
+// between heartbeats for it), and a leader cut off from every follower
+// still steps down within two election timeouts and a heartbeat interval
+// of being cut off (a check that just passed on the last answers, then
+// the next, a heartbeat late at most).
+func TestQuorumCheckRidesTheHeartbeat(t *testing.T) {
+	cfg := baseConfig()
+	cfg.ElectionTimeout, cfg.HeartbeatInterval = 200*time.Millisecond, 50*time.Millisecond
+	tn := newTestNet(3, 0, 11, cfg)
+	tn.Lazy = true
+	l, _ := tn.runUntilLeader(10 * time.Second)
+	if l == protocols.None {
+		t.Fatal("no leader")
+	}
+	tn.Advance(time.Second)
+	var stepDown time.Duration
+	// Drive the leader as the agent does: wake at its deadline, a little
+	// late as a real timer is, tick, and deliver. Its heartbeats re-arm
+	// from each late wake, so a quorum check re-armed every election
+	// timeout drifts away from them.
+	rng := rand.New(rand.NewPCG(11, 3))
+	for range 200 {
+		n := tn.Nodes[l]
+		d, ok := n.NextDeadline(tn.Now)
+		if !ok || d != n.heartbeatDue {
+			t.Fatalf("at %v the idle leader's deadline is %v (armed %v), not its next heartbeat %v", tn.Now.Sub(0), d.Sub(0), ok, n.heartbeatDue.Sub(0))
+		}
+		tn.Now = d.Add(time.Duration(rng.IntN(3000)) * time.Microsecond)
+		n.Tick(tn.Now)
+		tn.Deliver()
+		if n.state != stateLeader {
+			t.Fatalf("n%d lost its leadership while idle", l)
+		}
+	}
+	tn.Now = tn.Now.Add(testTick - tn.Now.Sub(0)%testTick) // back on the tick grid
+	cut := tn.Now
+	tn.Isolate(l)
+	for tn.Nodes[l].state == stateLeader {
+		stepDown = tn.Now.Sub(cut)
+		if tn.Now.Sub(cut) > 2*cfg.ElectionTimeout+cfg.HeartbeatInterval+2*testTick {
+			t.Fatalf("n%d still leads %v after being cut off", l, tn.Now.Sub(cut))
+		}
+		tn.Advance(testTick)
+	}
+	t.Logf("the cut-off leader stepped down %v after the cut", stepDown)
+}

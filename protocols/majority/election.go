@@ -178,7 +178,8 @@ func (n *Node) Tick(now protocols.Time) {
 			n.becomeFollower(now, n.term, protocols.None)
 			return
 		}
-		if n.cfg.CheckQuorum && now >= n.checkQuorumDue {
+		// The quorum check runs with a heartbeat (NextDeadline says why).
+		if n.cfg.CheckQuorum && now >= n.checkQuorumDue && now >= n.heartbeatDue {
 			if !n.quorumActive(now) {
 				n.log.Infow("lost contact with a quorum", "term", n.term)
 				n.becomeFollower(now, n.term, protocols.None)
@@ -236,7 +237,14 @@ func (n *Node) NextDeadline(now protocols.Time) (protocols.Time, bool) {
 			arm(n.transferUntil)
 		}
 		if n.cfg.CheckQuorum {
-			arm(n.checkQuorumDue)
+			// The check rides the first heartbeat at or after its due
+			// time, at most a heartbeat interval late. Due every
+			// election timeout from the moment it last ran, it drifted
+			// against the heartbeats and cost an idle leader a wake-up
+			// of its own every election timeout. Its lateness delays
+			// only a cut-off leader's step-down: the lease, which alone
+			// lets a leader act as one, keeps its own exact deadline.
+			arm(max(n.checkQuorumDue, n.heartbeatDue))
 		}
 		arm(n.heartbeatDue)
 		// Status stops naming us leader when the lease runs out: the
