@@ -107,29 +107,40 @@ type admissionRefuser interface {
 	AdmissionRefused(window time.Duration) map[protocols.ID]time.Time
 }
 
-// keyRefused returns the names of the members the transport refused for
-// want of a shared key within keyProblemWindow, sorted.
+// keyRefused returns the names of the members the transport refused, or
+// gossip could not reach again, for want of a shared key within
+// keyProblemWindow, sorted.
 func (a *Agent) keyRefused() []string {
-	r, ok := a.tr.(admissionRefuser)
-	if !ok {
-		return nil
-	}
-	refused := r.AdmissionRefused(keyProblemWindow)
-	if len(refused) == 0 {
-		return nil
-	}
 	var names []string
-	for _, m := range a.cluster.Members() {
-		if _, ok := refused[m.ID]; ok {
-			names = append(names, m.Name)
-			delete(refused, m.ID)
+	// Gossip names a dead member it could not reach again for want of a
+	// key: nothing else may dial a member that came back with only a
+	// removed key (majority voters do not probe observers).
+	if g, ok := a.cluster.(gossipKeyRefuser); ok {
+		names = g.KeyRefused(keyProblemWindow)
+	}
+	var refused map[protocols.ID]time.Time
+	if r, ok := a.tr.(admissionRefuser); ok {
+		refused = r.AdmissionRefused(keyProblemWindow)
+	}
+	if len(refused) > 0 {
+		for _, m := range a.cluster.Members() {
+			if _, ok := refused[m.ID]; ok {
+				names = append(names, m.Name)
+				delete(refused, m.ID)
+			}
+		}
+		for id := range refused {
+			names = append(names, fmt.Sprintf("id %d", id))
 		}
 	}
-	for id := range refused {
-		names = append(names, fmt.Sprintf("id %d", id))
-	}
 	slices.Sort(names)
-	return names
+	return slices.Compact(names)
+}
+
+// gossipKeyRefuser is the part of the gossip layer that names dead
+// members it could not reach again for want of a shared key.
+type gossipKeyRefuser interface {
+	KeyRefused(window time.Duration) []string
 }
 
 // withKeyProblems adds a line per member that proved none of the installed

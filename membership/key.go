@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // KeySize is the size in bytes of keys made by GenerateKey (AES-256).
@@ -77,4 +78,46 @@ func (m *Membership) SetKeys(keys [][]byte) error {
 		}
 	}
 	return nil
+}
+
+// KeyRefused returns, sorted, the names of the members declared dead
+// whose gossip failed for want of a shared key at the last attempt to
+// reach them again, within window. Nothing else names such a member: it
+// cannot join, and gossip reports it only as dead. It drops out once
+// reached again, alive by any path, or reaped.
+func (m *Membership) KeyRefused(window time.Duration) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var names []string
+	for name, at := range m.keyRefused {
+		if mb, ok := m.members[name]; ok && mb.State == StateDead && time.Since(at) <= window {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// noteKeyRefused records whether the last attempt to reach member name
+// again failed because no key was shared (err nil: it was reached).
+func (m *Membership) noteKeyRefused(name string, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err == nil || !isKeyMismatch(err) {
+		delete(m.keyRefused, name)
+		return
+	}
+	if m.keyRefused == nil {
+		m.keyRefused = make(map[string]time.Time)
+	}
+	m.keyRefused[name] = time.Now()
+}
+
+// isKeyMismatch reports whether err is memberlist's for gossip that no
+// installed key decrypts, or encryption on one side only. Memberlist has
+// no typed errors for these; its messages are matched case-insensitively.
+func isKeyMismatch(err error) bool {
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "could decrypt") || strings.Contains(msg, "encryption is configured") ||
+		strings.Contains(msg, "encryption is not configured")
 }

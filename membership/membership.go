@@ -83,6 +83,9 @@ type Membership struct {
 	downSince map[string]time.Time
 	reapAfter time.Duration
 	maxDown   int
+	// keyRefused is when each dead member last failed to be reached
+	// again for want of a shared key (KeyRefused).
+	keyRefused map[string]time.Time
 
 	// lifeMu orders Leave and Shutdown (memberlist panics on Leave after
 	// Shutdown). It is never taken by callbacks, which Leave triggers.
@@ -260,8 +263,13 @@ func (m *Membership) reconnectLoop(interval time.Duration) {
 		}
 		mb := dead[rand.N(len(dead))]
 		if n, err := m.ml.Join([]string{mb.Addr}); n > 0 {
+			m.noteKeyRefused(mb.Name, nil)
 			m.log.Info("reconnected to a member declared dead", zap.String("member", mb.Name), zap.String("addr", mb.Addr))
 		} else {
+			if err == nil {
+				err = errors.New("no member reached")
+			}
+			m.noteKeyRefused(mb.Name, err)
 			m.log.Debug("dead member still unreachable", zap.String("member", mb.Name), zap.String("addr", mb.Addr), zap.Error(err))
 		}
 	}

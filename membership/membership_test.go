@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -563,4 +564,53 @@ func TestLonelyRestartIsJoined(t *testing.T) {
 	waitLog(t, a.logs, "a says it joined the member that knew nobody", func(e observer.LoggedEntry) bool {
 		return strings.HasPrefix(e.Message, "joined a member that knew nobody")
 	})
+}
+
+// TestKeyRefusedNamesAMemberBackWithAnotherKey: a member that comes back
+// on its address holding only a key the others no longer have cannot
+// join, and gossip alone reports it dead; the reconnect loop's failed
+// attempts name it for want of a key, and it drops out once it is back
+// with the right key.
+func TestKeyRefusedNamesAMemberBackWithAnotherKey(t *testing.T) {
+	keyA, keyB := make([]byte, 32), make([]byte, 32)
+	keyB[0] = 1
+	n2Addr := freePort(t)
+	c1 := testConfig("n1", 1)
+	c1.Key, c1.ReconnectInterval = keyA, 100*time.Millisecond
+	n1 := start(t, c1)
+	c2 := testConfig("n2", 2, n1.LocalAddr())
+	c2.Key, c2.Bind = keyA, n2Addr
+	n2 := start(t, c2)
+	n1.w.until(t, "n2 joins", func(view map[string]Member) bool { return isAlive(view, "n2") })
+	if got := n1.KeyRefused(time.Minute); len(got) != 0 {
+		t.Fatalf("KeyRefused with every key shared: %v", got)
+	}
+	if err := n2.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	n1.w.until(t, "n2 dead", func(view map[string]Member) bool { return view["n2"].State == StateDead })
+
+	waitRefused := func(what string, want []string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			got := n1.KeyRefused(time.Minute)
+			if slices.Equal(got, want) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: KeyRefused %v, want %v", what, got, want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	c2.Key, c2.Join = keyB, nil
+	n2 = start(t, c2)
+	waitRefused("n2 back with only another key", []string{"n2"})
+	if err := n2.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	c2.Key, c2.Join = keyA, []string{n1.LocalAddr()}
+	start(t, c2)
+	waitRefused("n2 back with the shared key", nil)
 }
