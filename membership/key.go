@@ -99,11 +99,12 @@ func (m *Membership) KeyRefused(window time.Duration) []string {
 }
 
 // noteKeyRefused records whether the last attempt to reach member name
-// again failed because no key was shared (err nil: it was reached).
-func (m *Membership) noteKeyRefused(name string, err error) {
+// again failed because no key was shared. Entries go when the member is
+// reaped, so the map stays bounded by the dead members kept.
+func (m *Membership) noteKeyRefused(name string, refused bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err == nil || !isKeyMismatch(err) {
+	if !refused {
 		delete(m.keyRefused, name)
 		return
 	}

@@ -263,13 +263,10 @@ func (m *Membership) reconnectLoop(interval time.Duration) {
 		}
 		mb := dead[rand.N(len(dead))]
 		if n, err := m.ml.Join([]string{mb.Addr}); n > 0 {
-			m.noteKeyRefused(mb.Name, nil)
+			m.noteKeyRefused(mb.Name, false)
 			m.log.Info("reconnected to a member declared dead", zap.String("member", mb.Name), zap.String("addr", mb.Addr))
 		} else {
-			if err == nil {
-				err = errors.New("no member reached")
-			}
-			m.noteKeyRefused(mb.Name, err)
+			m.noteKeyRefused(mb.Name, err != nil && isKeyMismatch(err))
 			m.log.Debug("dead member still unreachable", zap.String("member", mb.Name), zap.String("addr", mb.Addr), zap.Error(err))
 		}
 	}
@@ -600,6 +597,7 @@ func (m *Membership) reap(now time.Time) {
 	for _, mb := range gone {
 		delete(m.members, mb.Name)
 		delete(m.downSince, mb.Name)
+		delete(m.keyRefused, mb.Name)
 	}
 	m.mu.Unlock()
 	if len(gone) > 0 {
