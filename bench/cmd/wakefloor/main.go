@@ -21,6 +21,9 @@
 // input closes; the bench's floor part (bench/floor.go) samples them side
 // by side with the agents it judges.
 //
+// With WAKEFLOOR_TRACE_DIR=DIR every child writes a Go execution trace of
+// its life to DIR/ROLE-PID.trace, for cmd/wakes to set beside an agent's.
+//
 // Children run with GOMAXPROCS=1, as `agent run` does. The figures and
 // what they say about the idle targets are in docs/benchmarks/analysis.md.
 package main
@@ -36,6 +39,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"time"
@@ -249,6 +254,24 @@ func loadAvg() string {
 // memberlist address ("-" for none) on one line, then "joined" once its
 // memberlist lists every member, and runs until its standard input closes
 // (the parent is gone) or its role fails.
+// traceEnv names a directory: with it set, every child writes a Go
+// execution trace of its life to ROLE-PID.trace there, to compare with an
+// agent's (CONCLAVE_TRACE) in bench/cmd/wakes.
+const traceEnv = "WAKEFLOOR_TRACE_DIR"
+
+// startTrace starts the child's execution trace; stop flushes it.
+func startTrace(dir, role string) (stop func(), err error) {
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.trace", role, os.Getpid())))
+	if err != nil {
+		return nil, fmt.Errorf("trace: %w", err)
+	}
+	if err := trace.Start(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("trace: %w", err)
+	}
+	return func() { trace.Stop(); _ = f.Close() }, nil
+}
+
 func child(args []string) error {
 	fs := flag.NewFlagSet("child", flag.ContinueOnError)
 	role := fs.String("role", "", "follower, observer or leader")
@@ -261,6 +284,13 @@ func child(args []string) error {
 	peers := fs.String("peers", "", "leader: the followers' addresses")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if dir := os.Getenv(traceEnv); dir != "" {
+		stop, err := startTrace(dir, *role)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	gone := make(chan error, 1)
 	go func() {

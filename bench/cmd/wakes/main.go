@@ -10,6 +10,12 @@
 //	TRACE=1 N=5 bash bench/profile-cluster.sh BIN majority /tmp/p 40
 //	cd bench && go run ./cmd/wakes -skip 10s -window 40s /tmp/p/n2.trace
 //
+// It also names what each processor wake-up was for: the wait of the
+// first goroutine that ran on the processor, or "no goroutine ran" when
+// the processor woke and went idle again without running one (most often
+// a runtime timer whose deadline had moved later: the runtime leaves it
+// in its heap at the old time and wakes for it there).
+//
 // -skip and -window keep the idle window the script measured (it settles
 // for SETTLE=10 seconds first), leaving out start-up and shutdown.
 package main
@@ -57,6 +63,10 @@ type report struct {
 	// ProcWakes counts processors that went from idle to running: the
 	// wake-ups that cost a thread's wake, not a hand-over on a running one.
 	ProcWakes int
+	// ProcCauses counts the processor wake-ups by the wait of the first
+	// goroutine that ran on the woken processor: what the thread was woken
+	// for.
+	ProcCauses map[string]int
 	// Wakes counts goroutine wake-ups by cause (see cause).
 	Wakes map[string]int
 }
@@ -69,7 +79,8 @@ func countWakes(r io.Reader, skip, window time.Duration) (report, error) {
 	if err != nil {
 		return report{}, fmt.Errorf("read trace: %w", err)
 	}
-	rep := report{Wakes: map[string]int{}}
+	rep := report{Wakes: map[string]int{}, ProcCauses: map[string]int{}}
+	woken := map[trace.ProcID]bool{}
 	blockedAt := map[trace.GoID]string{}
 	startedAt := map[trace.GoID]string{}
 	var first, from, to, last trace.Time
@@ -101,6 +112,11 @@ func countWakes(r io.Reader, skip, window time.Duration) (report, error) {
 			was, is := st.Proc()
 			if in && was == trace.ProcIdle && is == trace.ProcRunning {
 				rep.ProcWakes++
+				woken[st.Resource.Proc()] = true
+			}
+			if in && is == trace.ProcIdle && woken[st.Resource.Proc()] {
+				delete(woken, st.Resource.Proc())
+				rep.ProcCauses["(no goroutine ran before the processor idled again)"]++
 			}
 		case trace.ResourceGoroutine:
 			g := st.Resource.Goroutine()
@@ -118,6 +134,15 @@ func countWakes(r io.Reader, skip, window time.Duration) (report, error) {
 				blockedAt[g] = at + " [" + st.Reason + "]"
 			case was == trace.GoWaiting && is == trace.GoRunnable && in:
 				rep.Wakes[cause(blockedAt[g], frames(ev.Stack(), true, 2))]++
+			case is == trace.GoRunning && woken[ev.Proc()]:
+				delete(woken, ev.Proc())
+				if in {
+					at := blockedAt[g]
+					if at == "" {
+						at = "a goroutine started at " + startedAt[g]
+					}
+					rep.ProcCauses[at]++
+				}
 			}
 		}
 	}
@@ -168,20 +193,26 @@ func (r report) print(w io.Writer, top int) {
 		return float64(n) / r.Seconds
 	}
 	fmt.Fprintf(w, "%.1f s of trace: %d processor wake-ups (%.1f/s)\n", r.Seconds, r.ProcWakes, per(r.ProcWakes))
+	printRows(w, r.ProcCauses, top, per, "processor wake-ups by the first goroutine run; it waited at [reason]")
+	printRows(w, r.Wakes, top, per, "goroutine wake-ups; waited at [reason] ← woken by")
+}
+
+// printRows writes counts, the largest per second first, up to top rows.
+func printRows(w io.Writer, counts map[string]int, top int, per func(int) float64, title string) {
 	type row struct {
 		cause string
 		n     int
 	}
 	var rows []row
 	total := 0
-	for c, n := range r.Wakes {
+	for c, n := range counts {
 		rows = append(rows, row{c, n})
 		total += n
 	}
 	slices.SortFunc(rows, func(a, b row) int {
 		return cmp.Or(cmp.Compare(b.n, a.n), strings.Compare(a.cause, b.cause))
 	})
-	fmt.Fprintf(w, "goroutine wake-ups: %d (%.1f/s); waited at [reason] ← woken by\n", total, per(total))
+	fmt.Fprintf(w, "%s: %d (%.1f/s)\n", title, total, per(total))
 	for i, x := range rows {
 		if i == top {
 			break

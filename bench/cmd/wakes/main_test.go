@@ -45,6 +45,16 @@ func TestCountWakesNamesTimerAndWaker(t *testing.T) {
 	if rep.Seconds <= 0 || rep.ProcWakes == 0 {
 		t.Fatalf("report %+v: no duration or no processor wake-ups", rep)
 	}
+	named, procs := 0, 0
+	for c, k := range rep.ProcCauses {
+		procs += k
+		if strings.Contains(c, "wakeTest") {
+			named += k
+		}
+	}
+	if procs > rep.ProcWakes || named == 0 {
+		t.Fatalf("processor wake-ups by cause %v: %d in all (of %d), %d named after the test's goroutines (want > 0)", rep.ProcCauses, procs, rep.ProcWakes, named)
+	}
 	var out bytes.Buffer
 	rep.print(&out, 5)
 	if !strings.Contains(out.String(), "processor wake-ups") {
