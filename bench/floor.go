@@ -38,6 +38,11 @@ type floorSpec struct {
 	Settle  time.Duration // idle time after every cluster formed
 	// Etcd adds the idle-voters-against-etcd comparisons.
 	Etcd bool
+	// Libp2p adds a second wakefloor whose heartbeats ride go-libp2p
+	// streams (TCP, Noise, yamux) instead of plain TCP, and the rows that
+	// split an agent's cost above the plain floor into the transport's
+	// share and its own.
+	Libp2p bool
 	// AgentEnv and AgentFlags are added to every agent's environment and
 	// flags: the guard's test plants a cost with them.
 	AgentEnv   []string
@@ -52,7 +57,8 @@ type floorRow struct {
 	Floor    string    `json:"floor"`
 	AgentCPU []float64 `json:"agent_cpu"`
 	FloorCPU []float64 `json:"floor_cpu"`
-	// Target is the largest acceptable agent ÷ floor ratio.
+	// Target is the largest acceptable agent ÷ floor ratio; 0 for a row
+	// that is there to be read (no target).
 	Target float64 `json:"target"`
 	// Note says what went wrong in the window (a leader change).
 	Note string `json:"note,omitempty"`
@@ -83,8 +89,12 @@ func (r floorRow) ratios() []float64 {
 // figure, and the median drops a window that one side's hiccup spoiled.
 func (r floorRow) Ratio() float64 { return median(r.ratios()) }
 
-// Met says whether the ratio is within the target.
+// Met says whether the ratio is within the target (false for a row
+// without one).
 func (r floorRow) Met() bool {
+	if r.Target == 0 {
+		return false
+	}
 	x := r.Ratio()
 	return !math.IsNaN(x) && x <= r.Target && r.Note == ""
 }
@@ -234,6 +244,18 @@ func measureFloor(ctx context.Context, o *options, spec floorSpec) (floorResult,
 	if len(wf.pids["leader"]) != 1 || len(wf.pids["follower"]) != 4 || len(wf.pids["observer"]) != 2 {
 		return res, fmt.Errorf("floor: wakefloor started %v, want a leader, 4 followers and 2 observers", wf.pids)
 	}
+	var lp *floorProcs
+	if spec.Libp2p {
+		lp, err = startWakefloor(ctx, o.wakefloorBin, filepath.Join(dir, "wakefloor-libp2p.log"),
+			"-followers", "4", "-interval", "50ms", "-gossip", "lan", "-libp2p")
+		if err != nil {
+			return res, err
+		}
+		defer lp.stop()
+		if len(lp.pids["leader"]) != 1 || len(lp.pids["follower"]) != 4 {
+			return res, fmt.Errorf("floor: wakefloor -libp2p started %v, want a leader and 4 followers", lp.pids)
+		}
+	}
 	// The defaults' heartbeat is 50 ms: the wakefloor pattern above.
 	maj, err := newCluster(ctx, clusterSpec{Bin: o.agentBin, Dir: filepath.Join(dir, "majority"), N: 7, Voters: 5,
 		Protocol: "majority", Profile: defaultProfile, Env: spec.AgentEnv, Extra: spec.AgentFlags})
@@ -365,6 +387,16 @@ func measureFloor(ctx context.Context, o *options, spec floorSpec) (floorResult,
 				agent: floorSide{"the other 2 voters", pidsOf(r.c, others(r.leader, 0, 3)...)},
 				floor: floorSide{"the 2 etcd followers", etcdFollowers}})
 	}
+	if lp != nil {
+		// Appended after the rows above: their places are fixed (notes).
+		libp2pLeader := floorSide{"wakefloor -libp2p leader (50 ms over libp2p streams, 4 followers) + memberlist LAN", lp.pids["leader"]}
+		libp2pFollowers := floorSide{"wakefloor -libp2p followers + memberlist LAN", lp.pids["follower"]}
+		cmps = append(cmps,
+			&comparison{row: floorRow{Name: "majority leader against the libp2p floor"}, agent: cmps[0].agent, floor: libp2pLeader},
+			&comparison{row: floorRow{Name: "majority followers against the libp2p floor"}, agent: cmps[1].agent, floor: libp2pFollowers},
+			&comparison{row: floorRow{Name: "the libp2p floor's leader against the plain floor"}, agent: libp2pLeader, floor: cmps[0].floor},
+			&comparison{row: floorRow{Name: "the libp2p floor's followers against the plain floor"}, agent: libp2pFollowers, floor: cmps[1].floor})
+	}
 	var all []int
 	for _, c := range cmps {
 		c.row.Agent, c.row.Floor = c.agent.what, c.floor.what
@@ -432,6 +464,10 @@ func measureFloor(ctx context.Context, o *options, spec floorSpec) (floorResult,
 	for i := range 3 {
 		cmps[i].row.Note = note
 	}
+	if lp != nil {
+		last := len(cmps) - 4
+		cmps[last].row.Note, cmps[last+1].row.Note = note, note
+	}
 	for k, p := range pairs {
 		n := changed(pairRoles[k].c, pairRoles[k].ag)
 		if l, err := p.etcd.leaderIndex(ctx); err != nil || l != etcdLeader[k] {
@@ -441,7 +477,7 @@ func measureFloor(ctx context.Context, o *options, spec floorSpec) (floorResult,
 	}
 	for _, c := range cmps {
 		res.Rows = append(res.Rows, c.row)
-		o.logf("floor: %-45s agent %.2f %% floor %.2f %% ratio %.2f× (target ≤ %.1f×)", c.row.Name,
+		o.logf("floor: %-52s agent %.2f %% floor %.2f %% ratio %.2f× (target ≤ %.1f×)", c.row.Name,
 			100*median(c.row.AgentCPU), 100*median(c.row.FloorCPU), c.row.Ratio(), c.row.Target)
 	}
 	return res, nil

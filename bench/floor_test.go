@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -103,5 +104,16 @@ func TestFloorRowRatioIsTheMedianOfWindows(t *testing.T) {
 	}
 	if !math.IsNaN((floorRow{AgentCPU: []float64{1}, FloorCPU: []float64{0}}).Ratio()) {
 		t.Fatal("a floor of zero gave a ratio")
+	}
+	// A row without a target is there to be read: never met, and the
+	// report says so instead of printing a target of 0.
+	free := floorRow{Name: "libp2p split", AgentCPU: []float64{0.01}, FloorCPU: []float64{0.02}}
+	if free.Met() {
+		t.Fatal("a row without a target met it")
+	}
+	var out strings.Builder
+	writeFloor(func(f string, a ...any) { fmt.Fprintf(&out, f, a...) }, &floorResult{Rows: []floorRow{free}}, runInfo{})
+	if !strings.Contains(out.String(), "| 0.50× | 0.50 | — | — |") {
+		t.Fatalf("report of a row without a target:\n%s", out.String())
 	}
 }

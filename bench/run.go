@@ -274,7 +274,7 @@ func runParts(ctx context.Context, o *options, res *results) error {
 		}
 	}
 	if o.parts["floor"] {
-		r, err := measureFloor(ctx, o, floorSpec{Windows: o.floorWindows, Window: o.floorWindow, Settle: 10 * time.Second, Etcd: true})
+		r, err := measureFloor(ctx, o, floorSpec{Windows: o.floorWindows, Window: o.floorWindow, Settle: 10 * time.Second, Etcd: true, Libp2p: true})
 		if err != nil {
 			return err
 		}

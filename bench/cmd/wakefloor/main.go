@@ -15,6 +15,7 @@
 //	cd bench && go run ./cmd/wakefloor                  # 4 followers, 50 ms, 30 s
 //	cd bench && go run ./cmd/wakefloor -followers 1 -window 20s
 //	cd bench && go run ./cmd/wakefloor -gossip lan -observers 2
+//	cd bench && go run ./cmd/wakefloor -gossip lan -libp2p  # over libp2p streams
 //
 // With -hold it measures nothing: it prints each child's role and pid as
 // JSON lines, then "ready", and keeps them running until its standard
@@ -71,6 +72,7 @@ func main() {
 	flag.IntVar(&c.followers, "followers", 4, "followers the leader sends to")
 	flag.DurationVar(&c.interval, "interval", 50*time.Millisecond, "how often the leader sends to each follower")
 	udp := flag.Bool("udp", false, "send datagrams over UDP instead of a TCP stream")
+	overLibp2p := flag.Bool("libp2p", false, "send over go-libp2p streams (TCP, Noise, yamux) instead of a plain TCP stream")
 	flag.IntVar(&c.answerEvery, "answer-every", 1, "followers echo every Nth message only")
 	flag.StringVar(&c.gossip, "gossip", "", `"lan": every child also runs a memberlist node (LAN preset), all in one cluster`)
 	flag.IntVar(&c.observers, "observers", 0, "processes that run only a memberlist node (needs -gossip lan)")
@@ -81,6 +83,12 @@ func main() {
 	c.network = "tcp"
 	if *udp {
 		c.network = "udp"
+	}
+	if *overLibp2p {
+		if *udp {
+			log.Fatal("wakefloor: -udp and -libp2p exclude each other")
+		}
+		c.network = "libp2p"
 	}
 	if c.gossip != "" && c.gossip != "lan" {
 		fmt.Fprintf(os.Stderr, "wakefloor: -gossip %q: want lan or nothing\n", c.gossip)
@@ -279,7 +287,7 @@ func child(args []string) error {
 	join := fs.String("join", "", "a memberlist address to join")
 	members := fs.Int("members", 0, "memberlist members to wait for")
 	every := fs.Int("every", 1, "follower: echo every Nth message")
-	network := fs.String("net", "tcp", "tcp or udp")
+	network := fs.String("net", "tcp", "tcp, udp or libp2p")
 	interval := fs.Duration("interval", 50*time.Millisecond, "leader: send interval")
 	peers := fs.String("peers", "", "leader: the followers' addresses")
 	if err := fs.Parse(args); err != nil {
@@ -304,13 +312,22 @@ func child(args []string) error {
 		if *every < 1 {
 			return fmt.Errorf("echo every %d: want a positive count", *every)
 		}
-		addr, s, err := listenEcho(*network, *every)
+		listen := listenEcho
+		if *network == "libp2p" {
+			listen = func(_ string, every int) (string, func() error, error) { return listenEchoLibp2p(every) }
+		}
+		addr, s, err := listen(*network, *every)
 		if err != nil {
 			return err
 		}
 		echo, serve = addr, s
 	case "leader":
-		serve = func() error { return lead(*network, *interval, strings.Split(*peers, ",")) }
+		serve = func() error {
+			if *network == "libp2p" {
+				return leadLibp2p(*interval, strings.Split(*peers, ","))
+			}
+			return lead(*network, *interval, strings.Split(*peers, ","))
+		}
 	case "observer":
 	default:
 		return fmt.Errorf("unknown role %q", *role)
