@@ -483,6 +483,11 @@ func (t *Host) handleProbeStream(s network.Stream) {
 			_ = s.Reset()
 			return
 		}
+		// Disarmed at once: left armed until the next probe (seconds
+		// away), its timer fired and woke this idle process for nothing,
+		// once for every probe it answered; a voter answers each
+		// observer's probes, so in a fleet that was most of its wakes.
+		_ = s.SetWriteDeadline(time.Time{})
 		select {
 		case <-ps.stop:
 			_ = s.Reset()

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"runtime/pprof"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/conclave-agent/conclave/protocols"
 )
@@ -303,5 +305,70 @@ func TestSenderStartsAtFirstMessage(t *testing.T) {
 	waitUntil(t, "member 3 to receive", func() bool { return len(peers[1].Inbound()) > 0 })
 	if n := senders() - before; n != 1 {
 		t.Errorf("after one message to one member, %d sender goroutines run, want 1", n)
+	}
+}
+
+// deadlineRecorder is a real stream that notes whether a write deadline
+// is armed whenever its reader starts waiting.
+type deadlineRecorder struct {
+	network.Stream
+	mu         sync.Mutex
+	armed      bool
+	reads      int
+	armedWaits int
+}
+
+func (r *deadlineRecorder) SetWriteDeadline(d time.Time) error {
+	r.mu.Lock()
+	r.armed = !d.IsZero()
+	r.mu.Unlock()
+	return r.Stream.SetWriteDeadline(d)
+}
+
+func (r *deadlineRecorder) SetDeadline(d time.Time) error {
+	r.mu.Lock()
+	r.armed = !d.IsZero()
+	r.mu.Unlock()
+	return r.Stream.SetDeadline(d)
+}
+
+func (r *deadlineRecorder) Read(p []byte) (int, error) {
+	r.mu.Lock()
+	r.reads++
+	if r.armed {
+		r.armedWaits++
+	}
+	r.mu.Unlock()
+	return r.Stream.Read(p)
+}
+
+// TestProbeAnswerLeavesNoDeadlineArmed: a member answering probes on the
+// long-lived stream disarms the echo's write deadline before it waits for
+// the next probe. Left armed, the deadline's timer fired in the idle
+// process after every answer: a wake-up per probe answered, which in a
+// fleet is every observer's probes at every voter.
+func TestProbeAnswerLeavesNoDeadlineArmed(t *testing.T) {
+	var recs []*deadlineRecorder
+	var mu sync.Mutex
+	a, _ := busyPair(t, func(b *testHost) {
+		b.h.SetStreamHandler(protocol.ID(ProbeStreamProtocolID), func(s network.Stream) {
+			r := &deadlineRecorder{Stream: s}
+			mu.Lock()
+			recs = append(recs, r)
+			mu.Unlock()
+			b.handleProbeStream(r)
+		})
+	})
+	waitUntil(t, "a to probe b five times", func() bool { return a.peerOf(2).probes.Load() >= 5 })
+	mu.Lock()
+	defer mu.Unlock()
+	reads, armed := 0, 0
+	for _, r := range recs {
+		r.mu.Lock()
+		reads, armed = reads+r.reads, armed+r.armedWaits
+		r.mu.Unlock()
+	}
+	if reads < 3 || armed > 0 {
+		t.Fatalf("b waited for a probe %d times, %d of them with a write deadline still armed; want several waits, none armed", reads, armed)
 	}
 }
