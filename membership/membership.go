@@ -81,8 +81,13 @@ type Membership struct {
 	members map[string]Member
 	// downSince is when each dead or left member went down.
 	downSince map[string]time.Time
-	reapAfter time.Duration
-	maxDown   int
+	// wentDown wakes the reconnect loop, idle while nobody is down, when
+	// a member is added to downSince.
+	wentDown chan struct{}
+	// reconnectRounds counts the reconnect loop's rounds (for tests).
+	reconnectRounds atomic.Int64
+	reapAfter       time.Duration
+	maxDown         int
 	// keyRefused is when each dead member last failed to be reached
 	// again for want of a shared key (KeyRefused).
 	keyRefused map[string]time.Time
@@ -171,6 +176,7 @@ func Start(cfg Config) (*Membership, error) {
 		events:      newEventQueue(cfg.EventBuffer),
 		members:     make(map[string]Member),
 		downSince:   make(map[string]time.Time),
+		wentDown:    make(chan struct{}, 1),
 		reapAfter:   cfg.ReapAfter,
 		maxDown:     cfg.MaxDown,
 		stopJoin:    make(chan struct{}),
@@ -239,16 +245,35 @@ func Start(cfg Config) (*Membership, error) {
 // after a partition heals, two sides that declared each other dead would
 // stay apart for good; Serf and Consul run the same loop. A member that
 // really is gone costs one failed TCP connection per interval.
+//
+// While no member is dead or left there is nothing to reconnect or reap,
+// and the loop sleeps until one goes down instead of waking every interval
+// for nothing: on an idle agent those wakes were a visible share of its
+// cost (docs/benchmarks/analysis.md).
 func (m *Membership) reconnectLoop(interval time.Duration) {
 	defer m.joinDone.Done()
-	t := time.NewTicker(interval)
+	t := time.NewTimer(interval)
 	defer t.Stop()
 	for {
+		m.mu.Lock()
+		down := len(m.downSince) > 0
+		m.mu.Unlock()
+		if !down {
+			t.Stop()
+			select {
+			case <-m.stopJoin:
+				return
+			case <-m.wentDown:
+			}
+			t.Reset(interval)
+		}
 		select {
 		case <-m.stopJoin:
 			return
 		case <-t.C:
 		}
+		t.Reset(interval)
+		m.reconnectRounds.Add(1)
 		m.reap(time.Now())
 		var dead []Member
 		m.mu.Lock()
@@ -557,6 +582,10 @@ func (m *Membership) record(kind EventKind, n *memberlist.Node, state State) {
 	if state == StateDead || state == StateLeft {
 		if !known || (prev.State != StateDead && prev.State != StateLeft) {
 			m.downSince[mb.Name] = time.Now()
+			select {
+			case m.wentDown <- struct{}{}:
+			default:
+			}
 		}
 	} else {
 		delete(m.downSince, mb.Name)

@@ -471,6 +471,32 @@ func TestDeadMemberIsReconnected(t *testing.T) {
 	}
 }
 
+// The reconnect loop sleeps while nobody is dead or left, and starts its
+// rounds once a member goes down. It used to wake every interval on every
+// idle agent to find nothing to do.
+func TestReconnectLoopSleepsWhileNobodyIsDown(t *testing.T) {
+	acfg := testConfig("a", 1)
+	acfg.ReconnectInterval = 10 * time.Millisecond
+	a := start(t, acfg)
+	b := start(t, testConfig("b", 2, a.LocalAddr()))
+	a.w.until(t, "a sees b alive", func(v map[string]Member) bool { return isAlive(v, "b") })
+	time.Sleep(300 * time.Millisecond) // thirty intervals
+	if n := a.reconnectRounds.Load(); n != 0 {
+		t.Fatalf("the reconnect loop ran %d rounds with nobody down; want none", n)
+	}
+	if err := b.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	a.w.until(t, "a declares b dead", func(v map[string]Member) bool { return v["b"].State == StateDead })
+	deadline := time.Now().Add(5 * time.Second)
+	for a.reconnectRounds.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the reconnect loop ran no round within 5 s of b going down")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // A node keeps trying every join address until each has been reached once,
 // not just the first: here n3 reaches n1 at once while n2 is not up yet;
 // n2 later starts alone (no join list, as after a restart on the other side
