@@ -41,7 +41,9 @@ type floorSpec struct {
 	// Libp2p adds a second wakefloor whose heartbeats ride go-libp2p
 	// streams (TCP, Noise, yamux) instead of plain TCP, and the rows that
 	// split an agent's cost above the plain floor into the transport's
-	// share and its own.
+	// share and its own; and a third over Noise-secured TCP without a
+	// multiplexer, which splits the transport's share into encryption's
+	// and yamux's.
 	Libp2p bool
 	// AgentEnv and AgentFlags are added to every agent's environment and
 	// flags: the guard's test plants a cost with them.
@@ -244,7 +246,7 @@ func measureFloor(ctx context.Context, o *options, spec floorSpec) (floorResult,
 	if len(wf.pids["leader"]) != 1 || len(wf.pids["follower"]) != 4 || len(wf.pids["observer"]) != 2 {
 		return res, fmt.Errorf("floor: wakefloor started %v, want a leader, 4 followers and 2 observers", wf.pids)
 	}
-	var lp *floorProcs
+	var lp, nf *floorProcs
 	if spec.Libp2p {
 		lp, err = startWakefloor(ctx, o.wakefloorBin, filepath.Join(dir, "wakefloor-libp2p.log"),
 			"-followers", "4", "-interval", "50ms", "-gossip", "lan", "-libp2p")
@@ -254,6 +256,15 @@ func measureFloor(ctx context.Context, o *options, spec floorSpec) (floorResult,
 		defer lp.stop()
 		if len(lp.pids["leader"]) != 1 || len(lp.pids["follower"]) != 4 {
 			return res, fmt.Errorf("floor: wakefloor -libp2p started %v, want a leader and 4 followers", lp.pids)
+		}
+		nf, err = startWakefloor(ctx, o.wakefloorBin, filepath.Join(dir, "wakefloor-noise.log"),
+			"-followers", "4", "-interval", "50ms", "-gossip", "lan", "-noise")
+		if err != nil {
+			return res, err
+		}
+		defer nf.stop()
+		if len(nf.pids["leader"]) != 1 || len(nf.pids["follower"]) != 4 {
+			return res, fmt.Errorf("floor: wakefloor -noise started %v, want a leader and 4 followers", nf.pids)
 		}
 	}
 	// The defaults' heartbeat is 50 ms: the wakefloor pattern above.
@@ -395,7 +406,11 @@ func measureFloor(ctx context.Context, o *options, spec floorSpec) (floorResult,
 			&comparison{row: floorRow{Name: "majority leader against the libp2p floor"}, agent: cmps[0].agent, floor: libp2pLeader},
 			&comparison{row: floorRow{Name: "majority followers against the libp2p floor"}, agent: cmps[1].agent, floor: libp2pFollowers},
 			&comparison{row: floorRow{Name: "the libp2p floor's leader against the plain floor"}, agent: libp2pLeader, floor: cmps[0].floor},
-			&comparison{row: floorRow{Name: "the libp2p floor's followers against the plain floor"}, agent: libp2pFollowers, floor: cmps[1].floor})
+			&comparison{row: floorRow{Name: "the libp2p floor's followers against the plain floor"}, agent: libp2pFollowers, floor: cmps[1].floor},
+			&comparison{row: floorRow{Name: "the Noise floor's leader against the plain floor"},
+				agent: floorSide{"wakefloor -noise leader (50 ms over Noise-secured TCP, no multiplexer, 4 followers) + memberlist LAN", nf.pids["leader"]}, floor: cmps[0].floor},
+			&comparison{row: floorRow{Name: "the Noise floor's followers against the plain floor"},
+				agent: floorSide{"wakefloor -noise followers + memberlist LAN", nf.pids["follower"]}, floor: cmps[1].floor})
 	}
 	var all []int
 	for _, c := range cmps {
@@ -465,8 +480,9 @@ func measureFloor(ctx context.Context, o *options, spec floorSpec) (floorResult,
 		cmps[i].row.Note = note
 	}
 	if lp != nil {
-		last := len(cmps) - 4
-		cmps[last].row.Note, cmps[last+1].row.Note = note, note
+		// The two rows against the agents, first of the six added above.
+		first := len(cmps) - 6
+		cmps[first].row.Note, cmps[first+1].row.Note = note, note
 	}
 	for k, p := range pairs {
 		n := changed(pairRoles[k].c, pairRoles[k].ag)

@@ -16,6 +16,7 @@
 //	cd bench && go run ./cmd/wakefloor -followers 1 -window 20s
 //	cd bench && go run ./cmd/wakefloor -gossip lan -observers 2
 //	cd bench && go run ./cmd/wakefloor -gossip lan -libp2p  # over libp2p streams
+//	cd bench && go run ./cmd/wakefloor -gossip lan -noise   # over Noise, no muxer
 //
 // With -hold it measures nothing: it prints each child's role and pid as
 // JSON lines, then "ready", and keeps them running until its standard
@@ -73,6 +74,7 @@ func main() {
 	flag.DurationVar(&c.interval, "interval", 50*time.Millisecond, "how often the leader sends to each follower")
 	udp := flag.Bool("udp", false, "send datagrams over UDP instead of a TCP stream")
 	overLibp2p := flag.Bool("libp2p", false, "send over go-libp2p streams (TCP, Noise, yamux) instead of a plain TCP stream")
+	overNoise := flag.Bool("noise", false, "send over a TCP connection secured with libp2p's Noise, without a stream multiplexer")
 	flag.IntVar(&c.answerEvery, "answer-every", 1, "followers echo every Nth message only")
 	flag.StringVar(&c.gossip, "gossip", "", `"lan": every child also runs a memberlist node (LAN preset), all in one cluster`)
 	flag.IntVar(&c.observers, "observers", 0, "processes that run only a memberlist node (needs -gossip lan)")
@@ -84,11 +86,14 @@ func main() {
 	if *udp {
 		c.network = "udp"
 	}
+	if (*udp && *overLibp2p) || (*udp && *overNoise) || (*overLibp2p && *overNoise) {
+		log.Fatal("wakefloor: -udp, -libp2p and -noise exclude each other")
+	}
 	if *overLibp2p {
-		if *udp {
-			log.Fatal("wakefloor: -udp and -libp2p exclude each other")
-		}
 		c.network = "libp2p"
+	}
+	if *overNoise {
+		c.network = "noise"
 	}
 	if c.gossip != "" && c.gossip != "lan" {
 		fmt.Fprintf(os.Stderr, "wakefloor: -gossip %q: want lan or nothing\n", c.gossip)
@@ -287,7 +292,7 @@ func child(args []string) error {
 	join := fs.String("join", "", "a memberlist address to join")
 	members := fs.Int("members", 0, "memberlist members to wait for")
 	every := fs.Int("every", 1, "follower: echo every Nth message")
-	network := fs.String("net", "tcp", "tcp, udp or libp2p")
+	network := fs.String("net", "tcp", "tcp, udp, libp2p or noise")
 	interval := fs.Duration("interval", 50*time.Millisecond, "leader: send interval")
 	peers := fs.String("peers", "", "leader: the followers' addresses")
 	if err := fs.Parse(args); err != nil {
@@ -313,8 +318,11 @@ func child(args []string) error {
 			return fmt.Errorf("echo every %d: want a positive count", *every)
 		}
 		listen := listenEcho
-		if *network == "libp2p" {
+		switch *network {
+		case "libp2p":
 			listen = func(_ string, every int) (string, func() error, error) { return listenEchoLibp2p(every) }
+		case "noise":
+			listen = func(_ string, every int) (string, func() error, error) { return listenEchoNoise(every) }
 		}
 		addr, s, err := listen(*network, *every)
 		if err != nil {
@@ -323,8 +331,11 @@ func child(args []string) error {
 		echo, serve = addr, s
 	case "leader":
 		serve = func() error {
-			if *network == "libp2p" {
+			switch *network {
+			case "libp2p":
 				return leadLibp2p(*interval, strings.Split(*peers, ","))
+			case "noise":
+				return leadNoise(*interval, strings.Split(*peers, ","))
 			}
 			return lead(*network, *interval, strings.Split(*peers, ","))
 		}
