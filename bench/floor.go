@@ -248,23 +248,22 @@ func measureFloor(ctx context.Context, o *options, spec floorSpec) (floorResult,
 	}
 	var lp, nf *floorProcs
 	if spec.Libp2p {
-		lp, err = startWakefloor(ctx, o.wakefloorBin, filepath.Join(dir, "wakefloor-libp2p.log"),
-			"-followers", "4", "-interval", "50ms", "-gossip", "lan", "-libp2p")
-		if err != nil {
-			return res, err
-		}
-		defer lp.stop()
-		if len(lp.pids["leader"]) != 1 || len(lp.pids["follower"]) != 4 {
-			return res, fmt.Errorf("floor: wakefloor -libp2p started %v, want a leader and 4 followers", lp.pids)
-		}
-		nf, err = startWakefloor(ctx, o.wakefloorBin, filepath.Join(dir, "wakefloor-noise.log"),
-			"-followers", "4", "-interval", "50ms", "-gossip", "lan", "-noise")
-		if err != nil {
-			return res, err
-		}
-		defer nf.stop()
-		if len(nf.pids["leader"]) != 1 || len(nf.pids["follower"]) != 4 {
-			return res, fmt.Errorf("floor: wakefloor -noise started %v, want a leader and 4 followers", nf.pids)
+		// The transport floors: a leader and 4 followers each, no
+		// observers (they would only repeat the plain floor's).
+		for _, f := range []struct {
+			procs **floorProcs
+			flag  string
+		}{{&lp, "-libp2p"}, {&nf, "-noise"}} {
+			p, err := startWakefloor(ctx, o.wakefloorBin, filepath.Join(dir, "wakefloor"+f.flag+".log"),
+				"-followers", "4", "-interval", "50ms", "-gossip", "lan", f.flag)
+			if err != nil {
+				return res, err
+			}
+			defer p.stop()
+			if len(p.pids["leader"]) != 1 || len(p.pids["follower"]) != 4 {
+				return res, fmt.Errorf("floor: wakefloor %s started %v, want a leader and 4 followers", f.flag, p.pids)
+			}
+			*f.procs = p
 		}
 	}
 	// The defaults' heartbeat is 50 ms: the wakefloor pattern above.
@@ -493,8 +492,12 @@ func measureFloor(ctx context.Context, o *options, spec floorSpec) (floorResult,
 	}
 	for _, c := range cmps {
 		res.Rows = append(res.Rows, c.row)
-		o.logf("floor: %-52s agent %.2f %% floor %.2f %% ratio %.2f× (target ≤ %.1f×)", c.row.Name,
-			100*median(c.row.AgentCPU), 100*median(c.row.FloorCPU), c.row.Ratio(), c.row.Target)
+		target := fmt.Sprintf("target ≤ %.1f×", c.row.Target)
+		if c.row.Target == 0 {
+			target = "no target"
+		}
+		o.logf("floor: %-52s agent %.2f %% floor %.2f %% ratio %.2f× (%s)", c.row.Name,
+			100*median(c.row.AgentCPU), 100*median(c.row.FloorCPU), c.row.Ratio(), target)
 	}
 	return res, nil
 }

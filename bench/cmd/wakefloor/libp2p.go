@@ -55,19 +55,7 @@ func listenEchoLibp2p(every int) (string, func() error, error) {
 	addr := fmt.Sprintf("%s/p2p/%s", h.Addrs()[0], h.ID())
 	return addr, func() error {
 		defer h.Close()
-		s := <-streams
-		buf := make([]byte, msgSize)
-		for n := 1; ; n++ {
-			if _, err := io.ReadFull(s, buf); err != nil {
-				return nil
-			}
-			if n%every != 0 {
-				continue
-			}
-			if _, err := s.Write(buf); err != nil {
-				return nil
-			}
-		}
+		return echo(<-streams, every)
 	}, nil
 }
 
@@ -78,7 +66,7 @@ func leadLibp2p(interval time.Duration, peers []string) error {
 		return err
 	}
 	defer h.Close()
-	var streams []network.Stream
+	var streams []io.ReadWriter
 	for _, a := range peers {
 		info, err := peer.AddrInfoFromString(a)
 		if err != nil {
@@ -95,22 +83,6 @@ func leadLibp2p(interval time.Duration, peers []string) error {
 			return fmt.Errorf("open a stream to %s: %w", a, err)
 		}
 		streams = append(streams, s)
-		go func() {
-			buf := make([]byte, msgSize)
-			for {
-				if _, err := io.ReadFull(s, buf); err != nil {
-					return
-				}
-			}
-		}()
 	}
-	msg := make([]byte, msgSize)
-	for range time.Tick(interval) {
-		for _, s := range streams {
-			if _, err := s.Write(msg); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return drive(streams, interval)
 }

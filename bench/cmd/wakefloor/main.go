@@ -411,30 +411,43 @@ func listenEcho(network string, every int) (string, func() error, error) {
 		if err != nil {
 			return err
 		}
-		buf := make([]byte, msgSize)
-		for n := 1; ; n++ {
-			if _, err := io.ReadFull(c, buf); err != nil {
-				return nil
-			}
-			if n%every != 0 {
-				continue
-			}
-			if _, err := c.Write(buf); err != nil {
-				return nil
-			}
-		}
+		return echo(c, every)
 	}, nil
+}
+
+// echo answers every Nth message read from c until c ends.
+func echo(c io.ReadWriter, every int) error {
+	buf := make([]byte, msgSize)
+	for n := 1; ; n++ {
+		if _, err := io.ReadFull(c, buf); err != nil {
+			return nil
+		}
+		if n%every != 0 {
+			continue
+		}
+		if _, err := c.Write(buf); err != nil {
+			return nil
+		}
+	}
 }
 
 // lead sends a message to every peer each interval and reads their echoes.
 func lead(network string, interval time.Duration, peers []string) error {
-	var conns []net.Conn
+	var conns []io.ReadWriter
 	for _, a := range peers {
 		c, err := net.Dial(network, a)
 		if err != nil {
 			return err
 		}
 		conns = append(conns, c)
+	}
+	return drive(conns, interval)
+}
+
+// drive is the leader's pattern over open connections: a message to each
+// every interval, and a reader per connection that takes the echoes.
+func drive(conns []io.ReadWriter, interval time.Duration) error {
+	for _, c := range conns {
 		go func() {
 			buf := make([]byte, msgSize)
 			for {

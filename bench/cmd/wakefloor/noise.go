@@ -59,18 +59,7 @@ func listenEchoNoise(every int) (string, func() error, error) {
 		if err != nil {
 			return fmt.Errorf("noise handshake: %w", err)
 		}
-		buf := make([]byte, msgSize)
-		for n := 1; ; n++ {
-			if _, err := io.ReadFull(c, buf); err != nil {
-				return nil
-			}
-			if n%every != 0 {
-				continue
-			}
-			if _, err := c.Write(buf); err != nil {
-				return nil
-			}
-		}
+		return echo(c, every)
 	}, nil
 }
 
@@ -80,7 +69,7 @@ func leadNoise(interval time.Duration, peers []string) error {
 	if err != nil {
 		return err
 	}
-	var conns []net.Conn
+	var conns []io.ReadWriter
 	for _, a := range peers {
 		hostPort, pid, ok := strings.Cut(a, "/")
 		if !ok {
@@ -101,22 +90,6 @@ func leadNoise(interval time.Duration, peers []string) error {
 			return fmt.Errorf("noise handshake with %s: %w", a, err)
 		}
 		conns = append(conns, c)
-		go func() {
-			buf := make([]byte, msgSize)
-			for {
-				if _, err := io.ReadFull(c, buf); err != nil {
-					return
-				}
-			}
-		}()
 	}
-	msg := make([]byte, msgSize)
-	for range time.Tick(interval) {
-		for _, c := range conns {
-			if _, err := c.Write(msg); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return drive(conns, interval)
 }
