@@ -486,7 +486,8 @@ func (t *Host) handleProbeStream(s network.Stream) {
 		// Disarmed at once: left armed until the next probe (seconds
 		// away), its timer fired and woke this idle process for nothing,
 		// once for every probe it answered; a voter answers each
-		// observer's probes, so in a fleet that was most of its wakes.
+		// observer's probes (one every 5 s from each), so a voter of a
+		// 250-agent fleet woke about 50 times a second for it.
 		_ = s.SetWriteDeadline(time.Time{})
 		select {
 		case <-ps.stop:
